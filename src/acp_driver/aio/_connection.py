@@ -1,0 +1,674 @@
+"""asyncio connection: tasks, futures and one ordered writer around the sans-IO core.
+
+This layer owns no protocol rule; the core decides what is valid and what may be sent. Here:
+
+- every incoming request runs in its own task, so ``$/cancel_request`` can cancel it; whatever
+  happens to the task (result, error, cancellation before or after it started, timeout, close),
+  exactly one response goes out -- the task's done-callback answers ``-32800``/``-32603`` if the
+  handler could not;
+- outgoing requests wait on futures; a caller that gives up (task cancelled or timeout) sends
+  ``$/cancel_request`` once, then either stops waiting at once or waits up to a grace;
+- a ContextVar holds the incoming request being served, so outgoing requests made while serving
+  it record it as their parent: cancelling the parent cancels its children (cascade);
+- writes go through one outbox flushed once per loop iteration, in order, with backpressure
+  (``await`` on ``request``/``notify`` waits while the transport is paused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+from ..core import (
+    CancelRequest,
+    EndOfInput,
+    ErrorCode,
+    ErrorResponse,
+    InFlight,
+    Notification,
+    ProtocolViolation,
+    Quiet,
+    Request,
+    RequestId,
+    Response,
+    Tracer,
+    Violation,
+)
+from ..core import Connection as CoreConnection
+from ..core._errors import (
+    ConnectionClosedError,
+    RemoteProtocolError,
+    RequestCancelledError,
+    RequestTimeoutError,
+    RpcError,
+    error_from_object,
+)
+from ..core._framing import DEFAULT_MAX_LINE_BYTES
+from ..core._ledger import DEFAULT_TOMBSTONES
+
+logger = logging.getLogger("acp_driver.connection")
+
+RequestHandler = Callable[[Any], Awaitable[Any]]
+"""``async def handler(params) -> result``. Raise ``RpcError`` to answer with a specific error."""
+NotificationHandler = Callable[[Any], Awaitable[None] | None]
+"""``def handler(params)`` (called in order, inline) or ``async def`` (started in order, as a task)."""
+
+
+class RequestContext:
+    """The incoming request being served by the current task (see ``current_request``)."""
+
+    __slots__ = ("_entry", "connection")
+
+    def __init__(self, connection: Connection, entry: InFlight) -> None:
+        self.connection = connection
+        self._entry = entry
+
+    @property
+    def id(self) -> RequestId:
+        return self._entry.id
+
+    @property
+    def method(self) -> str:
+        return self._entry.method
+
+    @property
+    def cancel_requested(self) -> bool:
+        """The peer sent ``$/cancel_request`` for this request (or we are closing)."""
+        return self._entry.cancel_requested
+
+    def __repr__(self) -> str:
+        return f"RequestContext(id={self.id!r}, method={self.method!r})"
+
+
+_current: ContextVar[RequestContext | None] = ContextVar("acp_driver_current_request", default=None)
+
+
+def current_request() -> RequestContext | None:
+    """The incoming request the calling task serves, if any."""
+    return _current.get()
+
+
+class State(enum.Enum):
+    """Lifecycle of a connection."""
+
+    NEW = "new"
+    """Created; no transport attached yet."""
+    OPEN = "open"
+    """Reading and writing."""
+    CLOSING = "closing"
+    """Answering what is in flight with -32800, failing our waiters; no new work."""
+    CLOSED = "closed"
+    """Done; every request was answered or abandoned, no task is left."""
+
+
+class Connection:
+    """A JSON-RPC 2.0 peer over a pair of byte streams.
+
+    Register handlers with ``on_request``/``on_notification``, then attach streams with
+    ``open_pipes``, ``open_streams`` or ``attach``. ``request`` and ``notify`` talk to the peer;
+    ``aclose`` ends it all with every request answered.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "acp",
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_tombstones: int = DEFAULT_TOMBSTONES,
+        close_timeout: float = 1.0,
+        json_default: Callable[[Any], Any] | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self.name = name
+        self._core = CoreConnection(
+            max_line_bytes=max_line_bytes,
+            max_tombstones=max_tombstones,
+            default=json_default if json_default is not None else _json_default,
+            tracer=tracer,
+        )
+        self._close_timeout = close_timeout
+        self._requests: dict[str, tuple[RequestHandler, float | None]] = {}
+        self._notifications: dict[str, NotificationHandler] = {}
+        self._fallback: Callable[[str, Any], Awaitable[Any]] | None = None
+        self._tasks: dict[RequestId, asyncio.Task[None]] = {}
+        self._waiters: dict[RequestId, asyncio.Future[Any]] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport: asyncio.WriteTransport | None = None
+        self._closers: list[Callable[[], object]] = []
+        self._write_closed = False
+        self._write_paused = False
+        self._writable_waiters: list[asyncio.Future[None]] = []
+        self._flush_scheduled = False
+        self.state = State.NEW
+        self.close_reason: str | None = None
+        self._close_task: asyncio.Task[None] | None = None
+        self._closed_event = asyncio.Event()
+        self.on_violation: Callable[[ProtocolViolation], None] | None = None
+        """Called for every peer violation (after logging). Exceptions are logged, not raised."""
+        self.on_close: list[Callable[[str], object]] = []
+        """Called with the close reason once the connection is closed."""
+        self.violations = 0
+        """How many peer violations were seen."""
+        self._dispatch: dict[type, Callable[[Any], None]] = {
+            Request: self._on_request,
+            Notification: self._on_notification,
+            CancelRequest: self._on_cancel_request,
+            Response: self._on_response,
+            ErrorResponse: self._on_error_response,
+            Quiet: self._on_quiet,
+            ProtocolViolation: self._on_violation,
+            EndOfInput: self._on_end_of_input,
+        }
+
+    # ------------------------------------------------------------------ registry
+
+    def on_request(self, method: str, handler: RequestHandler, *, timeout: float | None = None) -> None:
+        """Serve ``method`` with ``handler``; ``timeout`` cancels it internally (answer -32800)."""
+        self._requests[method] = (handler, timeout)
+
+    def on_notification(self, method: str, handler: NotificationHandler) -> None:
+        """Handle the notification ``method``. Unknown notifications are ignored (debug log)."""
+        self._notifications[method] = handler
+
+    def on_unknown_request(self, handler: Callable[[str, Any], Awaitable[Any]] | None) -> None:
+        """Serve methods with no handler (``handler(method, params)``); by default they get -32601."""
+        self._fallback = handler
+
+    # ------------------------------------------------------------------ introspection
+
+    @property
+    def core(self) -> CoreConnection:
+        """The sans-IO core (ledgers and state); read it, do not drive it."""
+        return self._core
+
+    @property
+    def in_flight(self) -> tuple[int, int]:
+        """(incoming requests not yet answered, outgoing requests not yet answered)."""
+        return len(self._core.incoming), len(self._core.outgoing)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state is State.OPEN
+
+    # ------------------------------------------------------------------ transports
+
+    def attach(
+        self,
+        transport: asyncio.WriteTransport,
+        *,
+        closers: list[Callable[[], object]] | None = None,
+    ) -> None:
+        """Attach the write side; input comes through ``feed_data``/``feed_eof``.
+
+        Flow control must be reported with ``pause_writing``/``resume_writing``/``write_lost``.
+        ``closers`` are called at the end of ``aclose`` (close the read side there).
+        """
+        if self.state is not State.NEW:
+            raise RuntimeError("connection already attached")
+        self._loop = asyncio.get_running_loop()
+        self._transport = transport
+        if closers:
+            self._closers.extend(closers)
+        self.state = State.OPEN
+
+    async def open_pipes(self, read_pipe: Any, write_pipe: Any) -> None:
+        """Read from and write to pipe file objects (or fds wrapped by ``open``)."""
+        from ._transports import open_pipes
+
+        await open_pipes(self, read_pipe, write_pipe)
+
+    async def open_streams(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Use an asyncio stream pair (sockets, anything ``asyncio`` streams wrap)."""
+        from ._transports import open_streams
+
+        await open_streams(self, reader, writer)
+
+    # ------------------------------------------------------------------ input side
+
+    def feed_data(self, data: bytes) -> None:
+        """Bytes from the peer."""
+        if not data or self.state is State.CLOSED:
+            return
+        dispatch = self._dispatch
+        for event in self._core.receive_data(data):
+            dispatch[type(event)](event)
+        if self._core.has_data_to_send:
+            self._schedule_flush()
+
+    def feed_eof(self) -> None:
+        """The peer's output ended."""
+        if self._core.their_eof or self.state is State.CLOSED:
+            return
+        for event in self._core.receive_data(b""):
+            self._dispatch[type(event)](event)
+        if self._core.has_data_to_send:
+            self._schedule_flush()
+
+    # ------------------------------------------------------------------ write side
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        waiters, self._writable_waiters = self._writable_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def write_lost(self, exc: BaseException | None) -> None:
+        """The write side is gone (the peer stopped reading)."""
+        if self._write_closed:
+            return
+        self._write_closed = True
+        self.resume_writing()
+        if self.state is State.OPEN:
+            reason = "peer stopped reading" + (f": {exc}" if exc else "")
+            self._begin_close(reason)
+
+    async def _wait_writable(self) -> None:
+        if not self._write_paused or self._write_closed:
+            return
+        assert self._loop is not None
+        fut = self._loop.create_future()
+        self._writable_waiters.append(fut)
+        await fut
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        data = self._core.data_to_send()
+        if not data or self._write_closed or self._transport is None:
+            return
+        try:
+            self._transport.write(data)
+        except (OSError, RuntimeError) as exc:  # closed underneath us
+            self.write_lost(exc)
+
+    @property
+    def writable(self) -> bool:
+        return not self._write_closed and self._transport is not None and not self._transport.is_closing()
+
+    # ------------------------------------------------------------------ incoming requests
+
+    def _on_request(self, event: Request) -> None:
+        core = self._core
+        if self.state is not State.OPEN:
+            core.send_cancelled(event.id, "Request cancelled: connection closing")
+            return
+        spec = self._requests.get(event.method)
+        if spec is None:
+            fallback = self._fallback
+            if fallback is None:
+                err = RpcError.method_not_found(event.method)
+                core.send_error(event.id, err.code, err.message, err.data)
+                return
+            method = event.method
+            spec = (lambda params: fallback(method, params)), None
+        entry = core.incoming.get(event.id)
+        assert entry is not None
+        assert self._loop is not None
+        task = self._loop.create_task(self._serve(entry, event.params, spec[0], spec[1]))
+        self._tasks[event.id] = task
+        task.add_done_callback(lambda t: self._served(t, entry))
+
+    async def _serve(
+        self, entry: InFlight, params: Any, handler: RequestHandler, timeout: float | None
+    ) -> None:
+        _current.set(RequestContext(self, entry))
+        try:
+            if timeout is None:
+                result = await handler(params)
+            else:
+                try:
+                    async with asyncio.timeout(timeout) as scope:
+                        result = await handler(params)
+                except TimeoutError:
+                    if not scope.expired():
+                        raise
+                    self._cascade(entry)
+                    self._answer_error(
+                        entry, ErrorCode.REQUEST_CANCELLED, f"Request timed out after {timeout}s"
+                    )
+                    return
+        except asyncio.CancelledError:
+            self._cascade(entry)
+            self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled")
+            raise
+        except RpcError as exc:
+            self._answer_error(entry, exc.code, exc.message, exc.data)
+        except Exception as exc:
+            logger.exception("%s: handler for %s (id %r) failed", self.name, entry.method, entry.id)
+            self._answer_error(
+                entry,
+                ErrorCode.INTERNAL_ERROR,
+                f"Internal error in {entry.method}",
+                {"exception": type(exc).__name__},
+            )
+        except BaseException:
+            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
+            raise
+        else:
+            self._answer_result(entry, result)
+
+    def _served(self, task: asyncio.Task[None], entry: InFlight) -> None:
+        if self._tasks.get(entry.id) is task:
+            del self._tasks[entry.id]
+        if task.cancelled():
+            # Cancelled before its first step: the handler never ran, yet it gets its answer.
+            self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled")
+        elif task.exception() is not None:
+            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
+        elif self._core.incoming.get(entry.id) is entry:  # pragma: no cover - _serve always answers
+            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, "handler ended without an answer")
+
+    def _answer_result(self, entry: InFlight, result: Any) -> None:
+        core = self._core
+        if core.incoming.get(entry.id) is not entry:
+            return  # already answered (e.g. by close) -- the ledger keeps it to one answer
+        if not self.writable:
+            core.abandon_incoming(entry.id)
+            return
+        try:
+            core.send_result(entry.id, result)
+        except TypeError as exc:
+            logger.error("%s: result of %s is not JSON-serializable: %s", self.name, entry.method, exc)
+            core.send_error(entry.id, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
+        self._schedule_flush()
+
+    def _answer_error(self, entry: InFlight, code: int, message: str, data: Any = None) -> None:
+        core = self._core
+        if core.incoming.get(entry.id) is not entry:
+            return
+        if not self.writable:
+            core.abandon_incoming(entry.id)
+            return
+        try:
+            core.send_error(entry.id, code, message, data)
+        except TypeError:
+            core.send_error(entry.id, code, message)
+        self._schedule_flush()
+
+    def _on_cancel_request(self, event: CancelRequest) -> None:
+        task = self._tasks.get(event.id)
+        if task is not None:
+            task.cancel("$/cancel_request")
+
+    def _cascade(self, parent: InFlight) -> None:
+        """The request ``parent`` is being cancelled: cancel the requests it made that are pending."""
+        for child in self._core.outgoing.children(parent.id):
+            fut = self._waiters.get(child.id)
+            if fut is not None and not fut.done():
+                fut.cancel(f"parent request {parent.id!r} ({parent.method}) cancelled")
+
+    # ------------------------------------------------------------------ notifications
+
+    def _on_notification(self, event: Notification) -> None:
+        handler = self._notifications.get(event.method)
+        if handler is None:
+            logger.debug("%s: ignoring notification %s", self.name, event.method)
+            return
+        try:
+            outcome = handler(event.params)
+        except Exception:
+            logger.exception("%s: notification handler for %s failed", self.name, event.method)
+            return
+        if outcome is not None:
+            self._spawn(outcome, f"notification {event.method}")
+
+    def _spawn(self, awaitable: Awaitable[Any], what: str) -> asyncio.Task[Any]:
+        assert self._loop is not None
+        task = self._loop.create_task(_logged(awaitable, what, self.name))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # ------------------------------------------------------------------ outgoing requests
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | None = None,
+        cancel_grace: float = 0.0,
+    ) -> Any:
+        """Send a request and return the peer's result.
+
+        Raises ``RpcError`` for an error answer (``RequestCancelledError`` for ``-32800``),
+        ``RequestTimeoutError`` when ``timeout`` elapses, ``ConnectionClosedError`` if the
+        connection ends first. When the calling task is cancelled or the timeout elapses,
+        ``$/cancel_request`` is sent once; with ``cancel_grace`` > 0 the answer is still awaited
+        that long (a timeout then returns a partial result if the peer gives one).
+        """
+        if self.state is not State.OPEN:
+            raise ConnectionClosedError(f"connection {self.state.value}: {self.close_reason or 'not open'}")
+        ctx = _current.get()
+        parent = ctx.id if ctx is not None and ctx.connection is self else None
+        rid = self._core.send_request(method, params, parent=parent)
+        assert self._loop is not None
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._waiters[rid] = fut
+        self._schedule_flush()
+        try:
+            if self._write_paused:
+                await self._wait_writable()
+            if timeout is None:
+                return await fut
+            async with asyncio.timeout(timeout):
+                return await fut
+        except TimeoutError:
+            answer = await self._give_up(rid, fut, cancel_grace)
+            if answer is None:
+                raise RequestTimeoutError(
+                    f"{method} timed out after {timeout}s; $/cancel_request sent", {"requestId": rid}
+                ) from None
+            exc = answer.exception()
+            if isinstance(exc, RequestCancelledError):
+                raise RequestTimeoutError(
+                    f"{method} timed out after {timeout}s; the peer confirmed the cancel", {"requestId": rid}
+                ) from exc
+            return answer.result()  # a result, possibly partial, or the peer's error
+        except asyncio.CancelledError:
+            answer = await self._give_up(rid, fut, cancel_grace)
+            if answer is not None:
+                answer.exception()  # retrieved: the caller is gone, the answer is only recorded
+            raise
+        finally:
+            self._waiters.pop(rid, None)
+            if rid in self._core.outgoing:
+                self._core.abandon(rid)
+
+    async def _give_up(
+        self, rid: RequestId, fut: asyncio.Future[Any], grace: float
+    ) -> asyncio.Future[Any] | None:
+        """The caller stopped waiting for ``rid``: send ``$/cancel_request`` once, then wait for
+        the answer up to ``grace``. Returns the future holding the answer if there is one."""
+        if fut.done() and not fut.cancelled():
+            return fut  # the answer crossed the cancel: it wins
+        if rid not in self._core.outgoing or self.state is not State.OPEN:
+            return None
+        if self._core.send_cancel_request(rid):
+            self._schedule_flush()
+        if grace <= 0:
+            return None
+        # ``fut`` was cancelled along with the caller's await; wait on a fresh one.
+        assert self._loop is not None
+        late: asyncio.Future[Any] = self._loop.create_future()
+        self._waiters[rid] = late
+        await asyncio.wait({late}, timeout=grace)
+        if late.done() and not late.cancelled():
+            return late
+        return None
+
+    def cancel_request(self, rid: RequestId) -> bool:
+        """Send ``$/cancel_request`` for our pending request ``rid`` (once); its caller keeps waiting."""
+        if self.state is State.OPEN and self._core.send_cancel_request(rid):
+            self._schedule_flush()
+            return True
+        return False
+
+    def _on_response(self, event: Response) -> None:
+        fut = self._waiters.pop(event.id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(event.result)
+
+    def _on_error_response(self, event: ErrorResponse) -> None:
+        fut = self._waiters.pop(event.id, None)
+        if fut is not None and not fut.done():
+            fut.set_exception(
+                error_from_object({"code": event.code, "message": event.message, "data": event.data})
+            )
+
+    # ------------------------------------------------------------------ notifications out
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification; waits while the transport is paused (backpressure)."""
+        self.notify_nowait(method, params)
+        if self._write_paused:
+            await self._wait_writable()
+
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Queue a notification without waiting for the transport."""
+        if self.state is not State.OPEN:
+            raise ConnectionClosedError(f"connection {self.state.value}: {self.close_reason or 'not open'}")
+        self._core.send_notification(method, params)
+        self._schedule_flush()
+
+    # ------------------------------------------------------------------ reports
+
+    def _on_quiet(self, event: Quiet) -> None:
+        logger.debug("%s: %s for request %r (%s)", self.name, event.reason.value, event.id, event.method)
+
+    def _on_violation(self, event: ProtocolViolation) -> None:
+        self.violations += 1
+        if event.kind is Violation.INVALID_RESPONSE:
+            fut = self._waiters.pop(event.id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(RemoteProtocolError(f"invalid response from peer: {event.detail}"))
+        level = logging.INFO if event.kind is Violation.UNKNOWN_CANCEL_ID else logging.WARNING
+        logger.log(level, "%s: peer protocol violation (%s): %s", self.name, event.kind.value, event.detail)
+        if self.on_violation is not None:
+            try:
+                self.on_violation(event)
+            except Exception:
+                logger.exception("%s: on_violation hook failed", self.name)
+
+    def _on_end_of_input(self, event: EndOfInput) -> None:
+        if self.state is State.OPEN:
+            self._begin_close("peer closed its output")
+
+    # ------------------------------------------------------------------ closing
+
+    def _begin_close(self, reason: str) -> None:
+        if self._close_task is None and self._loop is not None:
+            self._close_task = self._loop.create_task(self._close(reason))
+
+    async def aclose(self, reason: str = "closed") -> None:
+        """Close: answer every request in flight with -32800 (while writable), fail our waiters,
+        stop every task, then close the transports. Idempotent; returns when all is done."""
+        if self.state is State.NEW:
+            self.state = State.CLOSED
+            self.close_reason = reason
+            self._closed_event.set()
+            return
+        self._begin_close(reason)
+        assert self._close_task is not None
+        await asyncio.shield(self._close_task)
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection is closed (by either side)."""
+        await self._closed_event.wait()
+
+    @property
+    def closed(self) -> bool:
+        return self.state is State.CLOSED
+
+    async def _close(self, reason: str) -> None:
+        self.state = State.CLOSING
+        self.close_reason = reason
+        core = self._core
+        try:
+            # 1. Cancel every handler; each answers -32800 as it unwinds.
+            tasks = list(self._tasks.values())
+            for entry in core.incoming:
+                entry.cancel_requested = True
+            for task in tasks:
+                task.cancel(f"connection closing: {reason}")
+            # 2. Our own requests will never be answered now.
+            for fut in list(self._waiters.values()):
+                if not fut.done():
+                    fut.set_exception(ConnectionClosedError(f"connection closed before an answer: {reason}"))
+            self._waiters.clear()
+            for entry in core.outgoing:
+                core.abandon(entry.id)
+            # 3. Wait (bounded) for handlers to unwind.
+            if tasks:
+                _done, pending = await asyncio.wait(tasks, timeout=self._close_timeout)
+                for task in pending:
+                    logger.warning("%s: handler %s ignores cancellation; answered for it", self.name, task)
+            # 4. Backstop: anything still in flight is answered -32800 (or abandoned if unwritable).
+            for entry in core.incoming:
+                self._answer_error(
+                    entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled: connection closing"
+                )
+            for task in list(self._background):
+                task.cancel()
+            if self._background:
+                await asyncio.wait(list(self._background), timeout=self._close_timeout)
+            # 5. Flush and close the transports.
+            self._flush()
+            core.close()
+            await self._close_transports()
+        finally:
+            self.state = State.CLOSED
+            self._closed_event.set()
+            for callback in self.on_close:
+                try:
+                    callback(reason)
+                except Exception:
+                    logger.exception("%s: on_close callback failed", self.name)
+
+    async def _close_transports(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if self._write_paused and not self._write_closed:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._close_timeout):
+                        await self._wait_writable()
+            transport.close()
+        for closer in self._closers:
+            try:
+                closer()
+            except Exception:
+                logger.debug("%s: closer failed", self.name, exc_info=True)
+        # Let the transports' connection_lost callbacks run.
+        await asyncio.sleep(0)
+
+
+async def _logged(awaitable: Awaitable[Any], what: str, name: str) -> Any:
+    try:
+        return await awaitable
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("%s: %s failed", name, what)
+        return None
+
+
+def _json_default(value: Any) -> Any:
+    """Serialize pydantic models (e.g. ``acp.schema``) and other objects with ``model_dump``."""
+    dump = getattr(value, "model_dump", None)
+    if dump is not None:
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")

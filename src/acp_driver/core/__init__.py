@@ -1,0 +1,66 @@
+"""The sans-IO core: framing, JSON-RPC envelopes, in-flight ledgers. No I/O, no clock.
+
+Imports nothing from asyncio, subprocess, os or time (a test keeps it that way).
+"""
+
+from ._connection import CANCEL_REQUEST_METHOD, Connection, Tracer, is_request_id
+from ._errors import (
+    AcpError,
+    ConnectionClosedError,
+    ErrorCode,
+    LocalProtocolError,
+    RemoteProtocolError,
+    RequestCancelledError,
+    RequestTimeoutError,
+    RpcError,
+)
+from ._events import (
+    CancelRequest,
+    EndOfInput,
+    ErrorResponse,
+    Event,
+    Ignored,
+    Notification,
+    ProtocolViolation,
+    Quiet,
+    Request,
+    RequestId,
+    Response,
+    Violation,
+)
+from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
+from ._ledger import InFlight, Ledger, Outcome, Tombstone
+
+__all__ = [
+    "CANCEL_REQUEST_METHOD",
+    "DEFAULT_MAX_LINE_BYTES",
+    "AcpError",
+    "CancelRequest",
+    "Connection",
+    "ConnectionClosedError",
+    "EndOfInput",
+    "ErrorCode",
+    "ErrorResponse",
+    "Event",
+    "Ignored",
+    "InFlight",
+    "Ledger",
+    "LineFramer",
+    "LocalProtocolError",
+    "Notification",
+    "Outcome",
+    "OversizedLine",
+    "ProtocolViolation",
+    "Quiet",
+    "RemoteProtocolError",
+    "Request",
+    "RequestCancelledError",
+    "RequestId",
+    "RequestTimeoutError",
+    "Response",
+    "RpcError",
+    "Tombstone",
+    "Tracer",
+    "Violation",
+    "is_request_id",
+]

@@ -1,0 +1,430 @@
+"""The sans-IO JSON-RPC 2.0 connection: bytes in -> events out; calls in -> bytes out.
+
+Rules enforced here (and nowhere else):
+
+- Framing: see ``_framing``. Each line is one JSON value.
+- Invalid JSON -> ``-32700`` with id null. Valid JSON that is not a message -> ``-32600``; the
+  id is echoed when the message is request-shaped (has ``method``, or neither ``result`` nor
+  ``error``) and the id is readable. A response-shaped message (``result``/``error``) that is
+  invalid is answered with id null, because its id belongs to *our* namespace: echoing it would
+  look like an answer to the peer's own request of that number. If it names one of our requests
+  in flight, that request fails (``Violation.INVALID_RESPONSE``) instead of hanging.
+- Arrays are JSON-RPC 2.0 batches: their requests are answered together in one array once all
+  are answered; ``[]`` -> one ``-32600``; a batch of notifications gets no reply.
+- A notification is never answered (``$/cancel_request`` included).
+- Two ledgers, incoming and outgoing: separate id namespaces. The only way to put a response on
+  the wire is ``send_result``/``send_error``, which close the incoming entry; answering twice
+  raises ``LocalProtocolError``. Ended requests are tombstoned so late replies and late cancels
+  are recognised (``Quiet`` events), not misrouted.
+- Nothing a peer sends raises: violations become ``ProtocolViolation`` events.
+
+The core never touches I/O or clocks. Outgoing bytes accumulate until ``data_to_send()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ._errors import ErrorCode, LocalProtocolError
+from ._events import (
+    CancelRequest,
+    EndOfInput,
+    ErrorResponse,
+    Event,
+    Ignored,
+    Notification,
+    ProtocolViolation,
+    Quiet,
+    Request,
+    RequestId,
+    Response,
+    Violation,
+)
+from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer
+from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome
+
+CANCEL_REQUEST_METHOD = "$/cancel_request"
+
+_APPEND_NL = orjson.OPT_APPEND_NEWLINE
+_dumps = orjson.dumps
+_loads = orjson.loads
+_JSONDecodeError = orjson.JSONDecodeError
+_MISSING: Any = object()
+
+Tracer = Callable[[str, bytes], None]
+"""Called with ("in", line) for every incoming line and ("out", data) for every outgoing message."""
+
+
+def is_request_id(value: object) -> bool:
+    """Whether ``value`` may be a JSON-RPC request id (int, str or null; bools and floats are not)."""
+    t = type(value)
+    return t is int or t is str or value is None
+
+
+class _Batch:
+    """Replies to one incoming batch, held until all its requests are answered."""
+
+    __slots__ = ("pending", "replies")
+
+    def __init__(self) -> None:
+        self.pending = 0
+        self.replies: list[bytes] = []
+
+
+class Connection:
+    """One end of a JSON-RPC 2.0 connection over newline-delimited JSON, without I/O.
+
+    Feed bytes with ``receive_data`` (``b""`` at end of input) and act on the returned events;
+    call the ``send_*`` methods and write what ``data_to_send`` returns, in order.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_tombstones: int = DEFAULT_TOMBSTONES,
+        first_id: int = 1,
+        default: Callable[[Any], Any] | None = None,
+        tracer: Tracer | None = None,
+    ) -> None:
+        self._framer = LineFramer(max_line_bytes)
+        self.incoming = Ledger("incoming", max_tombstones)
+        """Requests the peer sent us that we have not answered yet."""
+        self.outgoing = Ledger("outgoing", max_tombstones)
+        """Requests we sent that the peer has not answered yet."""
+        self._next_id = first_id
+        self._out: list[bytes] = []
+        self._default = default
+        self._tracer = tracer
+        self.their_eof = False
+        """The peer's output has ended."""
+        self.closed = False
+        """We closed the connection: nothing more can be sent."""
+
+    # ------------------------------------------------------------------ output buffer
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the wire since the last call, in order."""
+        out = self._out
+        if not out:
+            return b""
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        return data
+
+    @property
+    def has_data_to_send(self) -> bool:
+        return bool(self._out)
+
+    def _emit(self, data: bytes) -> None:
+        self._out.append(data)
+        if self._tracer is not None:
+            self._tracer("out", data)
+
+    def _encode(self, message: Any) -> bytes:
+        return _dumps(message, default=self._default, option=_APPEND_NL)
+
+    # ------------------------------------------------------------------ sending
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise LocalProtocolError("the connection is closed")
+
+    def send_request(self, method: str, params: Any = None, *, parent: RequestId = None) -> int:
+        """Queue a request; return its id. ``parent`` is the incoming request it serves, if any."""
+        self._check_open()
+        rid = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        data = self._encode(message)  # may raise TypeError: nothing recorded then
+        self._next_id = rid + 1
+        self.outgoing.open(rid, method, parent)
+        self._emit(data)
+        return rid
+
+    def send_notification(self, method: str, params: Any = None) -> None:
+        self._check_open()
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._emit(self._encode(message))
+
+    def send_cancel_request(self, id: RequestId) -> bool:
+        """Ask the peer to cancel our request ``id``. Sent once: True only the first time."""
+        if self.closed or not self.outgoing.request_cancel(id):
+            return False
+        self._emit(
+            self._encode({"jsonrpc": "2.0", "method": CANCEL_REQUEST_METHOD, "params": {"requestId": id}})
+        )
+        return True
+
+    def abandon(self, id: RequestId) -> bool:
+        """Stop waiting for our request ``id``; a later reply will be recognised and dropped."""
+        if id not in self.outgoing:
+            return False
+        self.outgoing.close(id, Outcome.ABANDONED)
+        return True
+
+    def send_result(self, id: RequestId, result: Any) -> None:
+        """Answer the peer's request ``id`` with ``result``."""
+        entry = self._answerable(id)
+        data = self._encode({"jsonrpc": "2.0", "id": id, "result": result})
+        self.incoming.close(id, Outcome.RESULT)
+        self._deliver(entry, data)
+
+    def send_error(self, id: RequestId, code: int, message: str, data: Any = None) -> None:
+        """Answer the peer's request ``id`` with an error (``-32800`` records it as cancelled)."""
+        entry = self._answerable(id)
+        error: dict[str, Any] = {"code": int(code), "message": message}
+        if data is not None:
+            error["data"] = data
+        encoded = self._encode({"jsonrpc": "2.0", "id": id, "error": error})
+        self.incoming.close(id, Outcome.CANCELLED if code == ErrorCode.REQUEST_CANCELLED else Outcome.ERROR)
+        self._deliver(entry, encoded)
+
+    def send_cancelled(self, id: RequestId, message: str = "Request cancelled", data: Any = None) -> None:
+        """Answer the peer's request ``id`` with ``-32800``."""
+        self.send_error(id, ErrorCode.REQUEST_CANCELLED, message, data)
+
+    def abandon_incoming(self, id: RequestId) -> bool:
+        """Close the peer's request ``id`` without an answer (the transport is gone)."""
+        if id not in self.incoming:
+            return False
+        entry = self.incoming.close(id, Outcome.ABANDONED)
+        batch = entry.batch
+        if batch is not None:
+            batch.pending -= 1
+            if batch.pending == 0:
+                self._finish_batch(batch)
+        return True
+
+    def _answerable(self, id: RequestId) -> InFlight:
+        entry = self.incoming.get(id)
+        if entry is None:
+            self.incoming.close(id, Outcome.ERROR)  # raises the precise LocalProtocolError
+            raise AssertionError("unreachable")
+        if self.closed:
+            raise LocalProtocolError("the connection is closed")
+        return entry
+
+    def _deliver(self, entry: InFlight, data: bytes) -> None:
+        batch: _Batch | None = entry.batch
+        if batch is None:
+            self._emit(data)
+            return
+        batch.replies.append(data[:-1])  # without the newline: it joins the batch's array
+        batch.pending -= 1
+        if batch.pending == 0:
+            self._finish_batch(batch)
+
+    def _finish_batch(self, batch: _Batch) -> None:
+        if batch.replies:
+            self._emit(b"[" + b",".join(batch.replies) + b"]\n")
+            batch.replies = []
+
+    def close(self) -> None:
+        """Our side is done; every later send raises. Call after answering what can be answered."""
+        self.closed = True
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Feed bytes from the peer (``b""`` at end of input); return the resulting events."""
+        events: list[Event] = []
+        for item in self._framer.feed(data):
+            if type(item) is bytes:
+                self._receive_line(item, events)
+            else:
+                detail = f"line of {item.size} bytes exceeds the limit of {item.limit} bytes; discarded"  # type: ignore[union-attr]
+                self._reply_error(
+                    None, ErrorCode.INVALID_REQUEST, "Message too large", None, {"detail": detail}
+                )
+                events.append(
+                    ProtocolViolation(Violation.OVERSIZED_LINE, detail, None, replied=not self.closed)
+                )
+        if not data:
+            self.their_eof = True
+            events.append(EndOfInput())
+        return events
+
+    def _receive_line(self, line: bytes, events: list[Event]) -> None:
+        if self._tracer is not None:
+            self._tracer("in", line)
+        try:
+            message = _loads(line)
+        except _JSONDecodeError as exc:
+            self._reply_error(None, ErrorCode.PARSE_ERROR, "Parse error", None, {"detail": str(exc)})
+            events.append(ProtocolViolation(Violation.PARSE_ERROR, str(exc), None, replied=not self.closed))
+            return
+        if type(message) is dict:
+            self._receive_message(message, events, None)
+        elif type(message) is list:
+            self._receive_batch(message, events)
+        else:
+            self._invalid(None, f"a message must be an object, got {type(message).__name__}", events, None)
+
+    def _receive_batch(self, items: list[Any], events: list[Event]) -> None:
+        if not items:
+            self._reply_error(
+                None, ErrorCode.INVALID_REQUEST, "Invalid request", None, {"detail": "empty batch"}
+            )
+            events.append(
+                ProtocolViolation(Violation.EMPTY_BATCH, "empty batch", None, replied=not self.closed)
+            )
+            return
+        batch = _Batch()
+        batch.pending = 1  # held while the items are read, so the batch cannot finish early
+        for item in items:
+            if type(item) is dict:
+                self._receive_message(item, events, batch)
+            else:
+                self._invalid(None, f"a message must be an object, got {type(item).__name__}", events, batch)
+        batch.pending -= 1
+        if batch.pending == 0:
+            self._finish_batch(batch)
+
+    def _receive_message(self, msg: dict[str, Any], events: list[Event], batch: _Batch | None) -> None:
+        method = msg.get("method", _MISSING)
+        if method is _MISSING and ("result" in msg or "error" in msg):
+            self._receive_response(msg, events, batch)
+            return
+        rid = msg.get("id", _MISSING)
+        echo = rid if rid is not _MISSING and is_request_id(rid) else None
+        if msg.get("jsonrpc") != "2.0":
+            self._invalid(echo, 'missing or wrong "jsonrpc" member (must be "2.0")', events, batch)
+            return
+        if method is _MISSING:
+            self._invalid(echo, 'missing "method" member', events, batch)
+            return
+        if type(method) is not str:
+            self._invalid(echo, '"method" must be a string', events, batch)
+            return
+        params = msg.get("params")
+        if params is not None and type(params) is not dict and type(params) is not list:
+            self._invalid(echo, '"params" must be an object or an array', events, batch)
+            return
+        if rid is _MISSING:
+            if method == CANCEL_REQUEST_METHOD:
+                self._receive_cancel(params, events)
+            else:
+                events.append(Notification(method, params))
+            return
+        if not is_request_id(rid):
+            self._invalid(
+                None, f'"id" must be an integer, a string or null, got {type(rid).__name__}', events, batch
+            )
+            return
+        if rid in self.incoming:
+            detail = f"request id {rid!r} is already in flight ({method})"
+            self._reply_error(None, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail})
+            events.append(
+                ProtocolViolation(Violation.DUPLICATE_REQUEST_ID, detail, rid, replied=not self.closed)
+            )
+            return
+        self.incoming.open(rid, method, None, batch)
+        if batch is not None:
+            batch.pending += 1
+        events.append(Request(rid, method, params))
+
+    def _receive_cancel(self, params: Any, events: list[Event]) -> None:
+        if type(params) is not dict or "requestId" not in params or not is_request_id(params["requestId"]):
+            events.append(
+                ProtocolViolation(Violation.INVALID_CANCEL, f"$/cancel_request with params {params!r}")
+            )
+            return
+        rid = params["requestId"]
+        entry = self.incoming.get(rid)
+        if entry is not None:
+            if entry.cancel_requested:
+                events.append(Quiet(Ignored.REPEATED_CANCEL, rid, entry.method))
+            else:
+                entry.cancel_requested = True
+                events.append(CancelRequest(rid))
+            return
+        stone = self.incoming.tombstone(rid)
+        if stone is not None:
+            events.append(Quiet(Ignored.LATE_CANCEL, rid, stone.method))
+        else:
+            events.append(
+                ProtocolViolation(
+                    Violation.UNKNOWN_CANCEL_ID, f"$/cancel_request for unknown request {rid!r}", rid
+                )
+            )
+
+    def _receive_response(self, msg: dict[str, Any], events: list[Event], batch: _Batch | None) -> None:
+        rid = msg.get("id", _MISSING)
+        problem = None
+        if msg.get("jsonrpc") != "2.0":
+            problem = 'missing or wrong "jsonrpc" member (must be "2.0")'
+        elif rid is _MISSING:
+            problem = 'response without "id"'
+        elif not is_request_id(rid):
+            problem = f'"id" must be an integer, a string or null, got {type(rid).__name__}'
+        elif "result" in msg and "error" in msg:
+            problem = 'a response has either "result" or "error", not both'
+        elif "error" in msg:
+            error = msg["error"]
+            if (
+                type(error) is not dict
+                or type(error.get("code")) is not int
+                or type(error.get("message")) is not str
+            ):
+                problem = '"error" must be an object with an integer "code" and a string "message"'
+        if problem is not None:
+            self._reply_error(None, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": problem})
+            failed = rid if rid is not _MISSING and is_request_id(rid) and rid in self.outgoing else None
+            if failed is not None:
+                self.outgoing.close(failed, Outcome.ERROR)
+                events.append(ProtocolViolation(Violation.INVALID_RESPONSE, problem, failed, not self.closed))
+            else:
+                events.append(ProtocolViolation(Violation.INVALID_MESSAGE, problem, None, not self.closed))
+            return
+        entry = self.outgoing.get(rid)
+        if entry is None:
+            self._stray_response(rid, msg, events)
+            return
+        if "result" in msg:
+            self.outgoing.close(rid, Outcome.RESULT)
+            events.append(Response(rid, msg["result"]))
+            return
+        error = msg["error"]
+        code = error["code"]
+        self.outgoing.close(rid, Outcome.CANCELLED if code == ErrorCode.REQUEST_CANCELLED else Outcome.ERROR)
+        events.append(ErrorResponse(rid, code, error["message"], error.get("data")))
+
+    def _stray_response(self, rid: RequestId, msg: dict[str, Any], events: list[Event]) -> None:
+        stone = self.outgoing.tombstone(rid)
+        if stone is None:
+            if rid is None and "error" in msg:
+                error = msg["error"]
+                detail = f"peer reported error {error['code']} with id null: {error['message']}"
+                events.append(ProtocolViolation(Violation.NULL_ID_ERROR, detail))
+            else:
+                events.append(
+                    ProtocolViolation(
+                        Violation.UNKNOWN_RESPONSE_ID, f"response for unknown request {rid!r}", rid
+                    )
+                )
+        elif stone.outcome is Outcome.ABANDONED:
+            events.append(Quiet(Ignored.LATE_RESPONSE, rid, stone.method))
+        else:
+            detail = f"second response for request {rid!r} ({stone.method}), already {stone.outcome.value}"
+            events.append(ProtocolViolation(Violation.DUPLICATE_RESPONSE, detail, rid))
+
+    def _invalid(self, echo: RequestId, detail: str, events: list[Event], batch: _Batch | None) -> None:
+        self._reply_error(echo, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail})
+        events.append(ProtocolViolation(Violation.INVALID_MESSAGE, detail, echo, replied=not self.closed))
+
+    def _reply_error(self, id: RequestId, code: int, message: str, batch: _Batch | None, data: Any) -> None:
+        """An error reply that answers no ledger entry (the message was never a valid request)."""
+        if self.closed:
+            return
+        obj = {"jsonrpc": "2.0", "id": id, "error": {"code": int(code), "message": message, "data": data}}
+        if batch is None:
+            self._emit(self._encode(obj))
+        else:
+            batch.replies.append(_dumps(obj))

@@ -1,0 +1,125 @@
+"""Events the core produces from incoming bytes.
+
+Each is a small frozen dataclass. Requests and notifications are the peer asking something of
+us; responses answer what we asked. ``CancelRequest`` is an incoming ``$/cancel_request`` that
+names one of the peer's requests still in flight here. The rest are reports: things to log or
+count, never things that stop the connection.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+RequestId = int | str | None
+"""JSON-RPC request id: an integer, a string, or (discouraged) null."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The peer sent a request; it is now in flight in the incoming ledger."""
+
+    id: RequestId
+    method: str
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """The peer sent a notification (never answered). ``$/cancel_request`` is not one of these."""
+
+    method: str
+    params: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequest:
+    """The peer sent ``$/cancel_request`` for its request ``id``, still in flight here."""
+
+    id: RequestId
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The peer answered our request ``id`` with a result."""
+
+    id: RequestId
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """The peer answered our request ``id`` with an error object."""
+
+    id: RequestId
+    code: int
+    message: str
+    data: Any = None
+
+
+class Ignored(Enum):
+    """Why a message was dropped quietly: normal races, not the peer's fault."""
+
+    LATE_RESPONSE = "late_response"
+    """A reply to a request we had stopped waiting for (it hit the tombstone)."""
+    LATE_CANCEL = "late_cancel"
+    """A ``$/cancel_request`` for a request we had already answered."""
+    REPEATED_CANCEL = "repeated_cancel"
+    """A second ``$/cancel_request`` for a request whose cancel was already requested."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """A message that needs no action (see ``Ignored``); log it at debug level."""
+
+    reason: Ignored
+    id: RequestId
+    method: str | None = None
+
+
+class Violation(Enum):
+    """Kinds of peer rule-breaking the core detects."""
+
+    PARSE_ERROR = "parse_error"
+    """The line is not valid JSON (or not UTF-8). Answered -32700 with id null."""
+    INVALID_MESSAGE = "invalid_message"
+    """Valid JSON that is not a JSON-RPC 2.0 message. Answered -32600."""
+    EMPTY_BATCH = "empty_batch"
+    """An empty array. Answered with one -32600."""
+    OVERSIZED_LINE = "oversized_line"
+    """A line over the size limit was discarded. Answered -32600 with id null."""
+    DUPLICATE_REQUEST_ID = "duplicate_request_id"
+    """A request reused the id of one of its requests still in flight. Answered -32600 with id null."""
+    UNKNOWN_RESPONSE_ID = "unknown_response_id"
+    """A response for an id we never used (or forgot long ago)."""
+    DUPLICATE_RESPONSE = "duplicate_response"
+    """A second response for a request that was already answered."""
+    INVALID_RESPONSE = "invalid_response"
+    """A response-shaped message that breaks the rules; the request it names fails."""
+    INVALID_CANCEL = "invalid_cancel"
+    """A ``$/cancel_request`` without a usable ``requestId``."""
+    UNKNOWN_CANCEL_ID = "unknown_cancel_id"
+    """A ``$/cancel_request`` for an id that never was in flight here (or was forgotten)."""
+    NULL_ID_ERROR = "null_id_error"
+    """An error response with id null: the peer could not read something we sent."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolViolation:
+    """The peer broke a rule. ``replied`` says whether the core queued an error reply."""
+
+    kind: Violation
+    detail: str
+    id: RequestId = None
+    replied: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfInput:
+    """The peer's output ended (``receive_data(b"")``)."""
+
+
+Event = (
+    Request | Notification | CancelRequest | Response | ErrorResponse | Quiet | ProtocolViolation | EndOfInput
+)

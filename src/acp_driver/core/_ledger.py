@@ -1,0 +1,156 @@
+"""The in-flight ledger: one per direction (incoming and outgoing ids are separate namespaces).
+
+A request is *in flight* from the moment it is sent (outgoing) or received (incoming) until it
+ends. How it ended is recorded apart from whether a cancel was requested:
+
+- ``cancel_requested`` -- someone asked to cancel it (``$/cancel_request`` sent or received);
+- ``Outcome`` -- how it ended: answered with a result, with an error, cancelled (``-32800``), or
+  abandoned (nobody will see an answer: we stopped waiting, or the transport was gone).
+
+An ended request leaves a tombstone (bounded, oldest dropped first) so a late ``$/cancel_request``
+or a late reply is recognised and ignored quietly, never routed to another request.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from enum import Enum
+from typing import Any
+
+from ._errors import LocalProtocolError
+from ._events import RequestId
+
+DEFAULT_TOMBSTONES = 4096
+
+
+class Outcome(Enum):
+    """How a request ended."""
+
+    RESULT = "result"
+    """Answered with a result (possibly a partial one after a cancel)."""
+    ERROR = "error"
+    """Answered with an error other than -32800."""
+    CANCELLED = "cancelled"
+    """Answered with -32800."""
+    ABANDONED = "abandoned"
+    """No answer will be seen: the caller stopped waiting, or the transport was gone."""
+
+
+class InFlight:
+    """One request in flight."""
+
+    __slots__ = ("batch", "cancel_requested", "id", "method", "parent")
+
+    def __init__(self, id: RequestId, method: str, parent: RequestId = None, batch: Any = None) -> None:
+        self.id = id
+        self.method = method
+        self.parent = parent
+        self.cancel_requested = False
+        self.batch = batch
+
+    def __repr__(self) -> str:
+        return (
+            f"InFlight(id={self.id!r}, method={self.method!r}, parent={self.parent!r}, "
+            f"cancel_requested={self.cancel_requested})"
+        )
+
+
+class Tombstone:
+    """What is remembered of an ended request."""
+
+    __slots__ = ("cancel_requested", "method", "outcome")
+
+    def __init__(self, method: str, outcome: Outcome, cancel_requested: bool) -> None:
+        self.method = method
+        self.outcome = outcome
+        self.cancel_requested = cancel_requested
+
+    def __repr__(self) -> str:
+        return f"Tombstone(method={self.method!r}, outcome={self.outcome}, cancel_requested={self.cancel_requested})"
+
+
+class Ledger:
+    """Requests in flight in one direction, plus tombstones of the ones that ended."""
+
+    __slots__ = ("_children", "_in_flight", "_max_tombstones", "_tombstones", "direction")
+
+    def __init__(self, direction: str, max_tombstones: int = DEFAULT_TOMBSTONES) -> None:
+        self.direction = direction
+        self._in_flight: dict[RequestId, InFlight] = {}
+        self._tombstones: OrderedDict[RequestId, Tombstone] = OrderedDict()
+        self._max_tombstones = max_tombstones
+        # parent id (in the *other* direction) -> ids of requests opened while serving it
+        self._children: dict[RequestId, set[RequestId]] = {}
+
+    def __len__(self) -> int:
+        return len(self._in_flight)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._in_flight
+
+    def __iter__(self) -> Iterator[InFlight]:
+        return iter(list(self._in_flight.values()))
+
+    def get(self, id: RequestId) -> InFlight | None:
+        return self._in_flight.get(id)
+
+    def tombstone(self, id: RequestId) -> Tombstone | None:
+        return self._tombstones.get(id)
+
+    @property
+    def tombstone_count(self) -> int:
+        return len(self._tombstones)
+
+    def open(self, id: RequestId, method: str, parent: RequestId = None, batch: Any = None) -> InFlight:
+        if id in self._in_flight:
+            raise LocalProtocolError(f"{self.direction} request id {id!r} is already in flight")
+        entry = InFlight(id, method, parent, batch)
+        self._in_flight[id] = entry
+        # An id may be reused once its request has ended; forget the old tombstone.
+        if self._tombstones:
+            self._tombstones.pop(id, None)
+        if parent is not None:
+            kids = self._children.get(parent)
+            if kids is None:
+                self._children[parent] = {id}
+            else:
+                kids.add(id)
+        return entry
+
+    def request_cancel(self, id: RequestId) -> bool:
+        """Mark ``id`` cancel-requested; True only the first time for a request in flight."""
+        entry = self._in_flight.get(id)
+        if entry is None or entry.cancel_requested:
+            return False
+        entry.cancel_requested = True
+        return True
+
+    def close(self, id: RequestId, outcome: Outcome) -> InFlight:
+        """End the request ``id``; it must be in flight (answering twice is a local error)."""
+        entry = self._in_flight.pop(id, None)
+        if entry is None:
+            stone = self._tombstones.get(id)
+            if stone is not None:
+                raise LocalProtocolError(
+                    f"{self.direction} request {id!r} ({stone.method}) already ended: {stone.outcome.value}"
+                )
+            raise LocalProtocolError(f"no {self.direction} request {id!r} is in flight")
+        stones = self._tombstones
+        stones[id] = Tombstone(entry.method, outcome, entry.cancel_requested)
+        if len(stones) > self._max_tombstones:
+            stones.popitem(last=False)
+        if entry.parent is not None:
+            kids = self._children.get(entry.parent)
+            if kids is not None:
+                kids.discard(id)
+                if not kids:
+                    del self._children[entry.parent]
+        return entry
+
+    def children(self, parent: RequestId) -> list[InFlight]:
+        """Requests in flight that were opened while serving ``parent`` (of the other direction)."""
+        kids = self._children.get(parent)
+        if not kids:
+            return []
+        return [self._in_flight[k] for k in kids if k in self._in_flight]
