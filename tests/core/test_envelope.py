@@ -1,0 +1,273 @@
+"""Envelope parsing: one table row per class of malformed input, plus the valid shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from acp_driver.core import (
+    CancelRequest,
+    Connection,
+    EndOfInput,
+    ErrorResponse,
+    Notification,
+    ProtocolViolation,
+    Request,
+    Response,
+    Violation,
+)
+
+
+def replies(conn: Connection) -> list[Any]:
+    data = conn.data_to_send()
+    return [orjson.loads(line) for line in data.splitlines()]
+
+
+def error_reply(id: Any, code: int) -> tuple[Any, int]:
+    return (id, code)
+
+
+# (name, line, expected reply (id, code) or None, expected violation kind)
+MALFORMED = [
+    ("invalid json", b"{not json", (None, -32700), Violation.PARSE_ERROR),
+    ("truncated json", b'{"jsonrpc":"2.0","id":1,"method":"x"', (None, -32700), Violation.PARSE_ERROR),
+    ("invalid utf-8", b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}', (None, -32700), Violation.PARSE_ERROR),
+    ("scalar number", b"42", (None, -32600), Violation.INVALID_MESSAGE),
+    ("scalar string", b'"hello"', (None, -32600), Violation.INVALID_MESSAGE),
+    ("scalar null", b"null", (None, -32600), Violation.INVALID_MESSAGE),
+    ("missing jsonrpc", b'{"id":1,"method":"x"}', (1, -32600), Violation.INVALID_MESSAGE),
+    ("wrong jsonrpc", b'{"jsonrpc":"1.0","id":"a","method":"x"}', ("a", -32600), Violation.INVALID_MESSAGE),
+    ("jsonrpc as number", b'{"jsonrpc":2.0,"id":3,"method":"x"}', (3, -32600), Violation.INVALID_MESSAGE),
+    ("non-string method", b'{"jsonrpc":"2.0","id":4,"method":5}', (4, -32600), Violation.INVALID_MESSAGE),
+    ("non-string method, no id", b'{"jsonrpc":"2.0","method":5}', (None, -32600), Violation.INVALID_MESSAGE),
+    ("bool id", b'{"jsonrpc":"2.0","id":true,"method":"x"}', (None, -32600), Violation.INVALID_MESSAGE),
+    ("float id", b'{"jsonrpc":"2.0","id":1.5,"method":"x"}', (None, -32600), Violation.INVALID_MESSAGE),
+    ("object id", b'{"jsonrpc":"2.0","id":{},"method":"x"}', (None, -32600), Violation.INVALID_MESSAGE),
+    ("array id", b'{"jsonrpc":"2.0","id":[1],"method":"x"}', (None, -32600), Violation.INVALID_MESSAGE),
+    (
+        "scalar params",
+        b'{"jsonrpc":"2.0","id":6,"method":"x","params":3}',
+        (6, -32600),
+        Violation.INVALID_MESSAGE,
+    ),
+    ("no method no result", b'{"jsonrpc":"2.0","id":7}', (7, -32600), Violation.INVALID_MESSAGE),
+    ("empty object", b"{}", (None, -32600), Violation.INVALID_MESSAGE),
+    (
+        "both result and error",
+        b'{"jsonrpc":"2.0","id":8,"result":1,"error":{"code":1,"message":"m"}}',
+        (None, -32600),
+        Violation.INVALID_MESSAGE,
+    ),
+    (
+        "error not an object",
+        b'{"jsonrpc":"2.0","id":9,"error":"bad"}',
+        (None, -32600),
+        Violation.INVALID_MESSAGE,
+    ),
+    (
+        "error without code",
+        b'{"jsonrpc":"2.0","id":9,"error":{"message":"m"}}',
+        (None, -32600),
+        Violation.INVALID_MESSAGE,
+    ),
+    ("response without id", b'{"jsonrpc":"2.0","result":1}', (None, -32600), Violation.INVALID_MESSAGE),
+    (
+        "response wrong jsonrpc",
+        b'{"jsonrpc":"1","id":1,"result":1}',
+        (None, -32600),
+        Violation.INVALID_MESSAGE,
+    ),
+    ("empty batch", b"[]", (None, -32600), Violation.EMPTY_BATCH),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "reply", "kind"), [row[1:] for row in MALFORMED], ids=[r[0] for r in MALFORMED]
+)
+def test_malformed_input_is_answered_and_reported(
+    line: bytes, reply: tuple[Any, int], kind: Violation
+) -> None:
+    conn = Connection()
+    events = conn.receive_data(line + b"\n")
+    assert len(events) == 1
+    event = events[0]
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is kind
+    assert event.replied
+    (answer,) = replies(conn)
+    assert answer["jsonrpc"] == "2.0"
+    assert (answer["id"], answer["error"]["code"]) == reply
+    # The connection survives: the next valid message is processed normally.
+    assert conn.receive_data(b'{"jsonrpc":"2.0","id":99,"method":"ok"}\n') == [Request(99, "ok", None)]
+    assert len(conn.incoming) == 1
+
+
+def test_oversized_line_is_answered_and_the_connection_survives() -> None:
+    conn = Connection(max_line_bytes=64)
+    big = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"a" * 200 + b'"}}\n'
+    events = conn.receive_data(big + b'{"jsonrpc":"2.0","id":2,"method":"x"}\n')
+    assert isinstance(events[0], ProtocolViolation)
+    assert events[0].kind is Violation.OVERSIZED_LINE
+    assert events[1] == Request(2, "x", None)
+    (answer,) = replies(conn)
+    assert answer["id"] is None
+    assert answer["error"]["code"] == -32600
+
+
+def test_valid_shapes() -> None:
+    conn = Connection()
+    rid = conn.send_request("fs/read_text_file", {"path": "/x"})
+    conn.data_to_send()
+    events = conn.receive_data(
+        b'{"jsonrpc":"2.0","id":"s1","method":"session/prompt","params":{"a":1}}\n'
+        b'{"jsonrpc":"2.0","method":"session/update","params":[1,2]}\n'
+        b'{"jsonrpc":"2.0","id":null,"method":"nullid"}\n'
+        b'{"jsonrpc":"2.0","id":%d,"result":{"content":"hi"}}\n' % rid
+    )
+    assert events == [
+        Request("s1", "session/prompt", {"a": 1}),
+        Notification("session/update", [1, 2]),
+        Request(None, "nullid", None),
+        Response(rid, {"content": "hi"}),
+    ]
+    assert conn.data_to_send() == b""  # nothing valid is answered by the core itself
+
+
+def test_error_response_is_delivered() -> None:
+    conn = Connection()
+    rid = conn.send_request("x")
+    events = conn.receive_data(
+        b'{"jsonrpc":"2.0","id":%d,"error":{"code":-32000,"message":"auth","data":[1]}}\n' % rid
+    )
+    assert events == [ErrorResponse(rid, -32000, "auth", [1])]
+
+
+def test_notifications_are_never_answered() -> None:
+    conn = Connection()
+    conn.receive_data(
+        b'{"jsonrpc":"2.0","method":"unknown/thing"}\n'
+        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":12345}}\n'
+        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{}}\n'
+        b'{"jsonrpc":"2.0","method":"$/whatever"}\n'
+    )
+    assert conn.data_to_send() == b""
+
+
+def test_batch_of_requests_is_answered_as_one_array_when_all_are_answered() -> None:
+    conn = Connection()
+    events = conn.receive_data(
+        b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},'
+        b'{"jsonrpc":"2.0","id":2,"method":"b"}, 5]\n'
+    )
+    assert [type(e) for e in events] == [Request, Notification, Request, ProtocolViolation]
+    assert conn.data_to_send() == b""  # held until every request of the batch is answered
+    conn.send_result(2, "two")
+    assert conn.data_to_send() == b""
+    conn.send_error(1, -32601, "nope")
+    data = conn.data_to_send()
+    assert data.endswith(b"\n")
+    assert data.count(b"\n") == 1
+    batch = orjson.loads(data)
+    assert isinstance(batch, list)
+    assert sorted(str(r["id"]) for r in batch) == ["1", "2", "None"]
+    by_id = {r["id"]: r for r in batch}
+    assert by_id[2]["result"] == "two"
+    assert by_id[1]["error"]["code"] == -32601
+    assert by_id[None]["error"]["code"] == -32600
+
+
+def test_batch_of_notifications_gets_no_reply() -> None:
+    conn = Connection()
+    events = conn.receive_data(b'[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b"}]\n')
+    assert events == [Notification("a"), Notification("b")]
+    assert conn.data_to_send() == b""
+
+
+def test_batch_of_invalid_items_is_answered_at_once() -> None:
+    conn = Connection()
+    conn.receive_data(b"[1, 2]\n")
+    batch = orjson.loads(conn.data_to_send())
+    assert [r["error"]["code"] for r in batch] == [-32600, -32600]
+
+
+def test_responses_in_a_batch_resolve_our_requests() -> None:
+    conn = Connection()
+    a = conn.send_request("a")
+    b = conn.send_request("b")
+    events = conn.receive_data(
+        b'[{"jsonrpc":"2.0","id":%d,"result":1},{"jsonrpc":"2.0","id":%d,"result":2}]\n' % (a, b)
+    )
+    assert events == [Response(a, 1), Response(b, 2)]
+    assert len(conn.outgoing) == 0
+
+
+def test_invalid_response_to_a_pending_request_fails_it() -> None:
+    conn = Connection()
+    rid = conn.send_request("x")
+    (event,) = conn.receive_data(
+        b'{"jsonrpc":"2.0","id":%d,"result":1,"error":{"code":1,"message":"m"}}\n' % rid
+    )
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.INVALID_RESPONSE
+    assert event.id == rid
+    assert rid not in conn.outgoing
+
+
+def test_unknown_and_duplicate_responses_are_violations_not_crashes() -> None:
+    conn = Connection()
+    rid = conn.send_request("x")
+    conn.data_to_send()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"result":1}\n' % rid)
+    (dup,) = conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"result":1}\n' % rid)
+    assert isinstance(dup, ProtocolViolation)
+    assert dup.kind is Violation.DUPLICATE_RESPONSE
+    (unknown,) = conn.receive_data(b'{"jsonrpc":"2.0","id":777,"result":1}\n')
+    assert isinstance(unknown, ProtocolViolation)
+    assert unknown.kind is Violation.UNKNOWN_RESPONSE_ID
+    (null_err,) = conn.receive_data(
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}\n'
+    )
+    assert isinstance(null_err, ProtocolViolation)
+    assert null_err.kind is Violation.NULL_ID_ERROR
+    assert conn.data_to_send() == b""  # responses are never answered
+
+
+def test_duplicate_request_id_in_flight_is_refused_without_touching_the_first() -> None:
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
+    (event,) = conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"b"}\n')
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.DUPLICATE_REQUEST_ID
+    (answer,) = replies(conn)
+    assert answer["id"] is None  # echoing 1 would look like the answer to the first request
+    entry = conn.incoming.get(1)
+    assert entry is not None
+    assert entry.method == "a"
+
+
+def test_id_may_be_reused_after_its_request_ended() -> None:
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
+    conn.send_result(1, None)
+    assert conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"b"}\n') == [Request(1, "b", None)]
+
+
+def test_eof_event() -> None:
+    conn = Connection()
+    events = conn.receive_data(b'{"jsonrpc":"2.0","method":"tail"}')
+    assert events == []
+    assert conn.receive_data(b"") == [Notification("tail"), EndOfInput()]
+    assert conn.their_eof
+
+
+def test_cancel_request_for_in_flight_request() -> None:
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"r","method":"slow"}\n')
+    assert conn.receive_data(
+        b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r"}}\n'
+    ) == [CancelRequest("r")]
+    entry = conn.incoming.get("r")
+    assert entry is not None
+    assert entry.cancel_requested
