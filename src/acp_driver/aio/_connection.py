@@ -53,6 +53,9 @@ from ..core._ledger import DEFAULT_TOMBSTONES
 
 logger = logging.getLogger("acp_driver.connection")
 
+YIELD_EVERY = 64
+"""``notify`` yields to the loop when this many messages wait unflushed."""
+
 RequestHandler = Callable[[Any], Awaitable[Any]]
 """``async def handler(params) -> result``. Raise ``RpcError`` to answer with a specific error."""
 NotificationHandler = Callable[[Any], Awaitable[None] | None]
@@ -123,8 +126,10 @@ class Connection:
         close_timeout: float = 1.0,
         json_default: Callable[[Any], Any] | None = None,
         tracer: Tracer | None = None,
+        honour_cancel_request: bool = True,
     ) -> None:
         self.name = name
+        self._honour_cancel_request = honour_cancel_request
         self._core = CoreConnection(
             max_line_bytes=max_line_bytes,
             max_tombstones=max_tombstones,
@@ -400,16 +405,29 @@ class Connection:
         self._schedule_flush()
 
     def _on_cancel_request(self, event: CancelRequest) -> None:
+        if not self._honour_cancel_request:
+            logger.debug("%s: not honouring $/cancel_request for %r", self.name, event.id)
+            return
         task = self._tasks.get(event.id)
         if task is not None:
             task.cancel("$/cancel_request")
 
     def _cascade(self, parent: InFlight) -> None:
-        """The request ``parent`` is being cancelled: cancel the requests it made that are pending."""
-        for child in self._core.outgoing.children(parent.id):
+        self.cascade_cancel(parent.id, f"parent request {parent.id!r} ({parent.method}) cancelled")
+
+    def cascade_cancel(self, parent: RequestId, reason: str = "parent request cancelled") -> int:
+        """Cancel our pending requests made while serving the peer's request ``parent``.
+
+        Each caller sees ``CancelledError`` and sends ``$/cancel_request`` (the cascade).
+        Returns how many were cancelled.
+        """
+        count = 0
+        for child in self._core.outgoing.children(parent):
             fut = self._waiters.get(child.id)
             if fut is not None and not fut.done():
-                fut.cancel(f"parent request {parent.id!r} ({parent.method}) cancelled")
+                fut.cancel(reason)
+                count += 1
+        return count
 
     # ------------------------------------------------------------------ notifications
 
@@ -533,10 +551,16 @@ class Connection:
     # ------------------------------------------------------------------ notifications out
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification; waits while the transport is paused (backpressure)."""
+        """Send a notification; waits while the transport is paused (backpressure).
+
+        A sender that never awaits anything else still yields to the loop every
+        ``YIELD_EVERY`` queued messages, so output is flushed and input (a cancel) is read.
+        """
         self.notify_nowait(method, params)
         if self._write_paused:
             await self._wait_writable()
+        elif self._core.pending_messages >= YIELD_EVERY:
+            await asyncio.sleep(0)
 
     def notify_nowait(self, method: str, params: Any = None) -> None:
         """Queue a notification without waiting for the transport."""

@@ -119,6 +119,11 @@ class Connection:
     def has_data_to_send(self) -> bool:
         return bool(self._out)
 
+    @property
+    def pending_messages(self) -> int:
+        """How many messages wait in the output buffer."""
+        return len(self._out)
+
     def _emit(self, data: bytes) -> None:
         self._out.append(data)
         if self._tracer is not None:

@@ -1,0 +1,448 @@
+"""The agent runtime: serve an ``Agent`` over a connection with the spec's cancel rules built in.
+
+Guarantees, whatever the agent's code does:
+
+- ``session/cancel`` (or ``$/cancel_request`` naming the ``session/prompt``) cancels the turn's
+  task and cascades ``$/cancel_request`` to every request the turn still has pending; updates
+  already sent stay before the response; the ``session/prompt`` response is
+  ``{"stopReason": "cancelled"}`` even if the handler raised, returned ``end_turn`` or swallowed
+  the cancellation (spec: "Agents MUST catch these errors and return the semantically meaningful
+  cancelled stop reason"). A ``$/cancel_request`` for the prompt is answered the same way: a valid
+  result, which the spec allows for ``$/cancel_request``, so clients see one behaviour.
+- A handler that ignores cancellation gets ``cancel_timeout`` to unwind; then the turn is
+  answered ``cancelled`` anyway and fenced: whatever it sends later raises ``TurnEndedError``.
+- ``session/cancel`` for an idle or unknown session does nothing and cannot affect a later turn.
+- One turn per session at a time: a second ``session/prompt`` while one runs is refused with
+  ``-32600`` ("session busy"); the running turn is not disturbed.
+- Capabilities advertised in ``initialize`` are exactly the methods the agent implements; the
+  others answer ``-32601``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import protocol as p
+from ..aio import Connection, current_request
+from ..core import ErrorCode, RpcError
+from ._turn import Session, Turn, TurnEndedError
+
+logger = logging.getLogger("acp_driver.agent")
+
+CANCELLED = {"stopReason": "cancelled"}
+
+
+class Agent:
+    """Base class for ACP agents. Override ``prompt``; override the other methods you support.
+
+    Only overridden optional methods are advertised and served; the rest answer ``-32601``.
+    """
+
+    name: str = "acp-driver-agent"
+    title: str | None = None
+    version: str = "0.0.0"
+    prompt_capabilities: dict[str, bool] = {}
+    """``image``, ``audio``, ``embeddedContext``: which prompt content types are accepted."""
+    auth_methods: list[dict[str, Any]] = []
+    """Advertised authentication methods; ``authenticate`` is served only if non-empty."""
+
+    async def prompt(self, turn: Turn) -> str | dict[str, Any] | None:
+        """Run one prompt turn; return a stop reason (``None`` means ``end_turn``)."""
+        raise NotImplementedError
+
+    async def new_session(self, session: Session) -> dict[str, Any] | None:
+        """A session was created; return extra response fields (``modes``, ``configOptions``)."""
+        return None
+
+    async def authenticate(self, method_id: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        raise RpcError.method_not_found(p.AUTHENTICATE)
+
+    async def load_session(self, session: Session) -> dict[str, Any] | None:
+        """Replay the session's history with ``session.update``; return extra response fields."""
+        raise RpcError.method_not_found(p.SESSION_LOAD)
+
+    async def resume_session(self, session: Session) -> dict[str, Any] | None:
+        raise RpcError.method_not_found(p.SESSION_RESUME)
+
+    async def list_sessions(self, params: dict[str, Any]) -> dict[str, Any]:
+        raise RpcError.method_not_found(p.SESSION_LIST)
+
+    async def close_session(self, session: Session) -> None:
+        raise RpcError.method_not_found(p.SESSION_CLOSE)
+
+    async def set_mode(self, session: Session, mode_id: str) -> dict[str, Any] | None:
+        raise RpcError.method_not_found(p.SESSION_SET_MODE)
+
+    async def set_config_option(self, session: Session, config_id: str, value: Any) -> dict[str, Any]:
+        raise RpcError.method_not_found(p.SESSION_SET_CONFIG_OPTION)
+
+
+def _implements(agent: Agent, name: str) -> bool:
+    return getattr(type(agent), name, None) is not getattr(Agent, name)
+
+
+@dataclass
+class Faults:
+    """Deliberate misbehaviour, for testing hosts against agents that get cancellation wrong.
+
+    Never set these in a real agent. The reference agent's ``--behavior`` maps onto them.
+    """
+
+    ignore_session_cancel: bool = False
+    """``session/cancel`` is ignored: the turn runs to its end."""
+    stop_reason_on_cancel: str | None = None
+    """Answer a cancelled turn with this stop reason instead of ``cancelled`` (e.g. ``end_turn``)."""
+    error_on_cancel: bool = False
+    """Answer a cancelled turn with a JSON-RPC error instead of ``cancelled``."""
+
+
+class AgentRuntime:
+    """Serves one ``Agent`` on one ``Connection``."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        connection: Connection,
+        *,
+        cancel_timeout: float = 2.0,
+        request_cancel_grace: float = 0.5,
+        faults: Faults | None = None,
+    ) -> None:
+        self.agent = agent
+        self.connection = connection
+        self.cancel_timeout = cancel_timeout
+        """How long a cancelled turn may take to unwind before it is answered ``cancelled`` anyway."""
+        self.request_cancel_grace = request_cancel_grace
+        """How long a cancelled turn waits for the client to answer each of its pending requests."""
+        self.faults = faults or Faults()
+        self.sessions: dict[str, Session] = {}
+        self.client_capabilities: dict[str, Any] = {}
+        self.client_info: dict[str, Any] | None = None
+        self.protocol_version: int | None = None
+        self._register()
+
+    # ------------------------------------------------------------------ registry
+
+    def _register(self) -> None:
+        conn = self.connection
+        agent = self.agent
+        conn.on_request(p.INITIALIZE, self._initialize)
+        conn.on_request(p.SESSION_NEW, self._new_session)
+        conn.on_request(p.SESSION_PROMPT, self._prompt)
+        conn.on_notification(p.SESSION_CANCEL, self._session_cancel)
+        optional: list[tuple[str, str, Callable[[Any], Awaitable[Any]]]] = [
+            ("load_session", p.SESSION_LOAD, self._load_session),
+            ("resume_session", p.SESSION_RESUME, self._resume_session),
+            ("list_sessions", p.SESSION_LIST, self._list_sessions),
+            ("close_session", p.SESSION_CLOSE, self._close_session),
+            ("set_mode", p.SESSION_SET_MODE, self._set_mode),
+            ("set_config_option", p.SESSION_SET_CONFIG_OPTION, self._set_config_option),
+        ]
+        for attr, method, handler in optional:
+            if _implements(agent, attr):
+                conn.on_request(method, handler)
+        if agent.auth_methods and _implements(agent, "authenticate"):
+            conn.on_request(p.AUTHENTICATE, self._authenticate)
+
+    def capabilities(self) -> dict[str, Any]:
+        """The ``agentCapabilities`` advertised: derived from what the agent implements."""
+        agent = self.agent
+        session_caps: dict[str, Any] = {}
+        for attr, key in (
+            ("list_sessions", "list"),
+            ("resume_session", "resume"),
+            ("close_session", "close"),
+        ):
+            if _implements(agent, attr):
+                session_caps[key] = {}
+        return {
+            "loadSession": _implements(agent, "load_session"),
+            "promptCapabilities": {
+                "image": bool(agent.prompt_capabilities.get("image")),
+                "audio": bool(agent.prompt_capabilities.get("audio")),
+                "embeddedContext": bool(agent.prompt_capabilities.get("embeddedContext")),
+            },
+            "mcpCapabilities": {"http": False, "sse": False},
+            "sessionCapabilities": session_caps,
+        }
+
+    # ------------------------------------------------------------------ handlers
+
+    async def _initialize(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.INITIALIZE)
+        version = params.get("protocolVersion")
+        if type(version) is not int:
+            raise RpcError.invalid_params('"protocolVersion" must be an integer')
+        # Version negotiation: answer the client's version if we support it, else our latest.
+        self.protocol_version = p.PROTOCOL_VERSION if version >= p.PROTOCOL_VERSION else version
+        caps = params.get("clientCapabilities")
+        self.client_capabilities = caps if isinstance(caps, dict) else {}
+        info = params.get("clientInfo")
+        self.client_info = info if isinstance(info, dict) else None
+        agent_info: dict[str, Any] = {"name": self.agent.name, "version": self.agent.version}
+        if self.agent.title:
+            agent_info["title"] = self.agent.title
+        return {
+            "protocolVersion": self.protocol_version,
+            "agentCapabilities": self.capabilities(),
+            "authMethods": list(self.agent.auth_methods),
+            "agentInfo": agent_info,
+        }
+
+    async def _authenticate(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.AUTHENTICATE)
+        method_id = params.get("methodId")
+        if not isinstance(method_id, str):
+            raise RpcError.invalid_params('"methodId" must be a string')
+        return await self.agent.authenticate(method_id, params) or {}
+
+    def _open_session(self, session_id: str, params: dict[str, Any]) -> Session:
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not cwd.startswith("/"):
+            raise RpcError.invalid_params('"cwd" must be an absolute path')
+        session = Session(self, session_id, cwd, params)
+        self.sessions[session_id] = session
+        return session
+
+    async def _new_session(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.SESSION_NEW)
+        session = self._open_session(f"sess_{uuid.uuid4().hex[:16]}", params)
+        try:
+            extra = await self.agent.new_session(session)
+        except BaseException:
+            self.sessions.pop(session.id, None)
+            raise
+        return {"sessionId": session.id, **(extra or {})}
+
+    async def _load_session(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.SESSION_LOAD)
+        session = self._open_session(_session_id(params), params)
+        try:
+            return await self.agent.load_session(session) or {}
+        except BaseException:
+            self.sessions.pop(session.id, None)
+            raise
+
+    async def _resume_session(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.SESSION_RESUME)
+        sid = _session_id(params)
+        session = self.sessions.get(sid) or self._open_session(sid, params)
+        return await self.agent.resume_session(session) or {}
+
+    async def _list_sessions(self, params: Any) -> dict[str, Any]:
+        return await self.agent.list_sessions(params if isinstance(params, dict) else {})
+
+    async def _close_session(self, params: Any) -> dict[str, Any]:
+        session = self._session(_object(params, p.SESSION_CLOSE))
+        if session.turn is not None:
+            await self._cancel_and_wait(session.turn, "session/close")
+        await self.agent.close_session(session)
+        self.sessions.pop(session.id, None)
+        return {}
+
+    async def _set_mode(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.SESSION_SET_MODE)
+        session = self._session(params)
+        mode_id = params.get("modeId")
+        if not isinstance(mode_id, str):
+            raise RpcError.invalid_params('"modeId" must be a string')
+        result = await self.agent.set_mode(session, mode_id)
+        session.mode = mode_id
+        return result or {}
+
+    async def _set_config_option(self, params: Any) -> dict[str, Any]:
+        params = _object(params, p.SESSION_SET_CONFIG_OPTION)
+        session = self._session(params)
+        config_id = params.get("configId")
+        if not isinstance(config_id, str):
+            raise RpcError.invalid_params('"configId" must be a string')
+        return await self.agent.set_config_option(session, config_id, params.get("value"))
+
+    def _session(self, params: dict[str, Any]) -> Session:
+        sid = _session_id(params)
+        session = self.sessions.get(sid)
+        if session is None:
+            raise RpcError.resource_not_found(f"unknown session {sid!r}", {"sessionId": sid})
+        return session
+
+    # ------------------------------------------------------------------ prompt turns
+
+    async def _prompt(self, params: Any) -> Any:
+        params = _object(params, p.SESSION_PROMPT)
+        session = self._session(params)
+        if session.turn is not None:
+            raise RpcError(
+                ErrorCode.INVALID_REQUEST,
+                "session busy: a prompt turn is already running in this session",
+                {"sessionId": session.id},
+            )
+        ctx = current_request()
+        turn = Turn(self, session, params, ctx.id if ctx is not None else None)
+        session.turn = turn
+        # The turn runs in its own task (it inherits this request's context, so its requests
+        # are children of the prompt); this handler stays free to answer when it is cancelled.
+        task = asyncio.get_running_loop().create_task(self._run_turn(turn), name=f"turn {session.id}")
+        turn.task = task
+        try:
+            try:
+                result = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                # $/cancel_request for the prompt, or the connection is closing: same as session/cancel.
+                if not task.done():
+                    turn.cancel("$/cancel_request" if self.connection.is_open else "connection closing")
+                result = await self._unwind(turn)
+            if turn.cancel_requested:
+                result = self._cancelled_answer(turn, result)
+            return result
+        finally:
+            if session.turn is turn:
+                session.turn = None
+            turn._end()
+
+    async def _run_turn(self, turn: Turn) -> Any:
+        try:
+            outcome = await self.agent.prompt(turn)
+        except asyncio.CancelledError:
+            if turn.cancel_requested:
+                return CANCELLED
+            raise
+        except TurnEndedError:
+            return CANCELLED
+        except Exception:
+            if turn.cancel_requested:
+                logger.debug(
+                    "turn of %s raised while cancelled; answering cancelled", turn.session.id, exc_info=True
+                )
+                return CANCELLED
+            raise
+        if turn.cancel_requested:
+            return CANCELLED
+        return _stop_reason(outcome)
+
+    async def _unwind(self, turn: Turn) -> Any:
+        task = turn.task
+        assert task is not None
+        timeout = self.cancel_timeout if self.connection.is_open else min(self.cancel_timeout, 0.3)
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if not done:
+            logger.warning(
+                "turn of session %s ignored cancellation for %.1fs; answering cancelled and fencing it",
+                turn.session.id,
+                timeout,
+            )
+            turn.ended = True
+            return CANCELLED
+        if task.cancelled():
+            return CANCELLED
+        exc = task.exception()
+        if exc is not None:
+            if turn.cancel_requested:
+                return CANCELLED
+            raise exc
+        return task.result()
+
+    def _cancelled_answer(self, turn: Turn, result: Any) -> Any:
+        faults = self.faults
+        if faults.error_on_cancel:
+            raise RpcError(ErrorCode.INTERNAL_ERROR, "Operation aborted", {"reason": turn.cancel_reason})
+        if faults.stop_reason_on_cancel is not None:
+            return {"stopReason": faults.stop_reason_on_cancel}
+        return CANCELLED
+
+    def _session_cancel(self, params: Any) -> None:
+        sid = params.get("sessionId") if isinstance(params, dict) else None
+        session = self.sessions.get(sid) if isinstance(sid, str) else None
+        if session is None or session.turn is None:
+            logger.debug("session/cancel for idle or unknown session %r: nothing to cancel", sid)
+            return
+        if self.faults.ignore_session_cancel:
+            logger.debug("fault: ignoring session/cancel for %s", sid)
+            return
+        session.turn.cancel("session/cancel")
+
+    async def _cancel_and_wait(self, turn: Turn, reason: str) -> None:
+        turn.cancel(reason)
+        if turn.task is not None:
+            await asyncio.wait({turn.task}, timeout=self.cancel_timeout)
+
+
+def _object(params: Any, method: str) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise RpcError.invalid_params(f"{method} params must be an object")
+    return params
+
+
+def _session_id(params: dict[str, Any]) -> str:
+    sid = params.get("sessionId")
+    if not isinstance(sid, str):
+        raise RpcError.invalid_params('"sessionId" must be a string')
+    return sid
+
+
+def _stop_reason(outcome: Any) -> dict[str, Any]:
+    if outcome is None:
+        return {"stopReason": "end_turn"}
+    if isinstance(outcome, str):
+        if outcome not in p.STOP_REASONS:
+            raise RpcError.internal_error(f"agent returned an unknown stop reason {outcome!r}")
+        return {"stopReason": outcome}
+    if isinstance(outcome, dict) and outcome.get("stopReason") in p.STOP_REASONS:
+        return outcome
+    raise RpcError.internal_error(f"agent returned an invalid prompt result {outcome!r}")
+
+
+async def serve_stdio(
+    agent: Agent,
+    *,
+    cancel_timeout: float = 2.0,
+    request_cancel_grace: float = 0.5,
+    faults: Faults | None = None,
+    honour_cancel_request: bool = True,
+) -> None:
+    """Serve ``agent`` on this process's stdin/stdout until stdin ends (then return within ~1 s)."""
+    from ..aio import open_stdio
+
+    connection = Connection(name="agent", close_timeout=0.5, honour_cancel_request=honour_cancel_request)
+    runtime = AgentRuntime(
+        agent,
+        connection,
+        cancel_timeout=cancel_timeout,
+        request_cancel_grace=request_cancel_grace,
+        faults=faults,
+    )
+    await open_stdio(connection)
+    await connection.wait_closed()
+    # Turns that ignore cancellation must not keep the process alive.
+    leftovers = [
+        s.turn.task for s in runtime.sessions.values() if s.turn is not None and s.turn.task is not None
+    ]
+    for task in leftovers:
+        task.cancel()
+    if leftovers:
+        await asyncio.wait(leftovers, timeout=0.2)
+
+
+def run_agent(agent: Agent, **options: Any) -> None:
+    """Run ``agent`` on stdio until stdin ends: the usual ``if __name__ == "__main__"`` entry point.
+
+    If a turn still refuses to stop after its cancellation, the process exits anyway
+    (``os._exit``): an agent must not outlive its client's pipe.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(serve_stdio(agent, **options))
+        leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if leftovers:
+            import os
+            import sys
+
+            logger.warning("%d task(s) ignore cancellation at exit; exiting hard", len(leftovers))
+            sys.stderr.flush()
+            os._exit(0)
+    finally:
+        loop.close()

@@ -1,0 +1,311 @@
+"""Sessions and prompt turns as the agent author sees them.
+
+A ``Turn`` is the only way a prompt handler talks to the client: updates (message and thought
+chunks, tool calls, plan) and requests (permission, files, terminals). Everything a turn sends
+belongs to it: once the runtime has answered the turn's ``session/prompt``, the turn is *ended*
+and every further send raises ``TurnEndedError`` -- nothing of a turn is ever sent after its
+response (spec: updates after ``session/cancel`` MUST come before the response).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .. import protocol as p
+from ..core import AcpError, RpcError
+
+if TYPE_CHECKING:
+    from ._runtime import AgentRuntime
+
+_tool_ids = itertools.count(1)
+
+
+class TurnEndedError(AcpError):
+    """The turn's ``session/prompt`` was answered (or cancelled): it can send nothing more."""
+
+
+class CapabilityError(RpcError):
+    """The client did not advertise the capability this call needs; nothing was sent."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(-32601, f"the client does not support {method}", {"method": method})
+
+
+class Session:
+    """One ACP session held by the runtime."""
+
+    def __init__(self, runtime: AgentRuntime, session_id: str, cwd: str, params: dict[str, Any]) -> None:
+        self.runtime = runtime
+        self.id = session_id
+        self.cwd = cwd
+        self.params = params
+        """The ``session/new`` (or load/resume) params as received."""
+        self.turn: Turn | None = None
+        """The running prompt turn, if any."""
+        self.mode: str | None = None
+        self.state: dict[str, Any] = {}
+        """Free space for the agent's own per-session state (history, model, ...)."""
+
+    async def update(self, update: dict[str, Any]) -> None:
+        """Send a ``session/update`` that is not part of a turn (commands, mode, title, usage)."""
+        await self.runtime.connection.notify(p.SESSION_UPDATE, {"sessionId": self.id, "update": update})
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, cwd={self.cwd!r})"
+
+
+class ToolCall:
+    """A tool call reported by a turn; ``update``/``complete``/``fail`` report its progress."""
+
+    def __init__(self, turn: Turn, tool_call_id: str, title: str, kind: str) -> None:
+        self.turn = turn
+        self.id = tool_call_id
+        self.title = title
+        self.kind = kind
+        self.status = "pending"
+
+    async def update(self, status: str | None = None, **fields: Any) -> None:
+        """Send a ``tool_call_update``; ``fields`` are wire names (``content``, ``rawOutput``...)."""
+        update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": self.id}
+        if status is not None:
+            update["status"] = status
+            self.status = status
+        update.update(fields)
+        await self.turn.update(update)
+
+    async def complete(self, text: str | None = None, **fields: Any) -> None:
+        if text is not None:
+            fields.setdefault("content", [text_content(text)])
+        await self.update("completed", **fields)
+
+    async def fail(self, text: str | None = None, **fields: Any) -> None:
+        if text is not None:
+            fields.setdefault("content", [text_content(text)])
+        await self.update("failed", **fields)
+
+    def as_update(self) -> dict[str, Any]:
+        """This tool call as a ``ToolCallUpdate`` (what a permission request refers to)."""
+        return {"toolCallId": self.id, "title": self.title, "kind": self.kind, "status": self.status}
+
+
+class Terminal:
+    """A terminal the client runs for this turn (``terminal/*`` methods)."""
+
+    def __init__(self, turn: Turn, terminal_id: str) -> None:
+        self.turn = turn
+        self.id = terminal_id
+
+    async def output(self) -> dict[str, Any]:
+        return await self.turn.request(p.TERMINAL_OUTPUT, self._params())  # type: ignore[no-any-return]
+
+    async def wait_for_exit(self) -> dict[str, Any]:
+        return await self.turn.request(p.TERMINAL_WAIT_FOR_EXIT, self._params())  # type: ignore[no-any-return]
+
+    async def kill(self) -> None:
+        await self.turn.request(p.TERMINAL_KILL, self._params())
+
+    async def release(self) -> None:
+        await self.turn.request(p.TERMINAL_RELEASE, self._params())
+
+    def _params(self) -> dict[str, Any]:
+        return {"sessionId": self.turn.session.id, "terminalId": self.id}
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """A ``ToolCallContent`` holding plain text."""
+    return {"type": "content", "content": {"type": "text", "text": text}}
+
+
+class Turn:
+    """One prompt turn: what the client asked, and the means to answer it."""
+
+    def __init__(
+        self, runtime: AgentRuntime, session: Session, params: dict[str, Any], request_id: Any
+    ) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.params = params
+        self.request_id = request_id
+        """Id of the ``session/prompt`` request this turn answers."""
+        prompt = params.get("prompt")
+        self.prompt: list[dict[str, Any]] = prompt if isinstance(prompt, list) else []
+        self.cancel_requested = False
+        """The client cancelled the turn (``session/cancel`` or ``$/cancel_request`` on the prompt)."""
+        self.cancel_reason: str | None = None
+        self.ended = False
+        self.task: asyncio.Task[Any] | None = None
+        self._after_end: list[Callable[[], object]] = []
+        self._notify = runtime.connection.notify
+
+    @property
+    def text(self) -> str:
+        """The text blocks of the prompt, joined by newlines."""
+        return "\n".join(
+            block.get("text", "")
+            for block in self.prompt
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self.runtime.client_capabilities
+
+    # ------------------------------------------------------------------ updates
+
+    async def update(self, update: dict[str, Any]) -> None:
+        """Send one ``session/update`` of this turn (``update`` is the ``SessionUpdate`` object)."""
+        if self.ended:
+            raise TurnEndedError(f"turn of session {self.session.id} has ended; update not sent")
+        await self._notify(p.SESSION_UPDATE, {"sessionId": self.session.id, "update": update})
+
+    async def message(self, text: str, *, message_id: str | None = None) -> None:
+        """Stream an ``agent_message_chunk`` of text."""
+        update: dict[str, Any] = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": text},
+        }
+        if message_id is not None:
+            update["messageId"] = message_id
+        await self.update(update)
+
+    async def thought(self, text: str) -> None:
+        """Stream an ``agent_thought_chunk`` of text."""
+        await self.update({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}})
+
+    async def plan(self, entries: Sequence[dict[str, Any]]) -> None:
+        """Send the full plan (each entry: ``content``, ``priority``, ``status``)."""
+        await self.update({"sessionUpdate": "plan", "entries": list(entries)})
+
+    async def tool_call(
+        self,
+        title: str,
+        *,
+        kind: str = "other",
+        status: str = "pending",
+        tool_call_id: str | None = None,
+        **fields: Any,
+    ) -> ToolCall:
+        """Report a new tool call and return a handle to update it."""
+        call = ToolCall(self, tool_call_id or f"call_{next(_tool_ids)}", title, kind)
+        call.status = status
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call",
+            "toolCallId": call.id,
+            "title": title,
+            "kind": kind,
+            "status": status,
+        }
+        update.update(fields)
+        await self.update(update)
+        return call
+
+    # ------------------------------------------------------------------ client requests
+
+    async def request(self, method: str, params: Any) -> Any:
+        """A request to the client that belongs to this turn (cancelled with it, cascaded)."""
+        if self.ended:
+            raise TurnEndedError(f"turn of session {self.session.id} has ended; {method} not sent")
+        return await self.runtime.connection.request(
+            method, params, cancel_grace=self.runtime.request_cancel_grace
+        )
+
+    async def request_permission(
+        self, tool_call: ToolCall | dict[str, Any], options: Sequence[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Ask ``session/request_permission``; returns the outcome object
+        (``{"outcome": "selected", "optionId": ...}`` or ``{"outcome": "cancelled"}``)."""
+        if options is None:
+            options = [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ]
+        call = tool_call.as_update() if isinstance(tool_call, ToolCall) else tool_call
+        response = await self.request(
+            p.SESSION_REQUEST_PERMISSION,
+            {"sessionId": self.session.id, "toolCall": call, "options": list(options)},
+        )
+        outcome = response.get("outcome") if isinstance(response, dict) else None
+        if not isinstance(outcome, dict) or "outcome" not in outcome:
+            raise RpcError(-32603, "invalid permission response from the client", {"response": response})
+        return outcome
+
+    async def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
+        self._require("fs", "readTextFile", p.FS_READ_TEXT_FILE)
+        params: dict[str, Any] = {"sessionId": self.session.id, "path": path}
+        if line is not None:
+            params["line"] = line
+        if limit is not None:
+            params["limit"] = limit
+        response = await self.request(p.FS_READ_TEXT_FILE, params)
+        content = response.get("content") if isinstance(response, dict) else None
+        if not isinstance(content, str):
+            raise RpcError(
+                -32603, "invalid fs/read_text_file response from the client", {"response": response}
+            )
+        return content
+
+    async def write_text_file(self, path: str, content: str) -> None:
+        self._require("fs", "writeTextFile", p.FS_WRITE_TEXT_FILE)
+        await self.request(
+            p.FS_WRITE_TEXT_FILE, {"sessionId": self.session.id, "path": path, "content": content}
+        )
+
+    async def create_terminal(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        output_byte_limit: int | None = None,
+    ) -> Terminal:
+        self._require("terminal", None, p.TERMINAL_CREATE)
+        params: dict[str, Any] = {"sessionId": self.session.id, "command": command, "args": list(args)}
+        if env:
+            params["env"] = [{"name": k, "value": v} for k, v in env.items()]
+        if cwd is not None:
+            params["cwd"] = cwd
+        if output_byte_limit is not None:
+            params["outputByteLimit"] = output_byte_limit
+        response = await self.request(p.TERMINAL_CREATE, params)
+        terminal_id = response.get("terminalId") if isinstance(response, dict) else None
+        if not isinstance(terminal_id, str):
+            raise RpcError(-32603, "invalid terminal/create response from the client", {"response": response})
+        return Terminal(self, terminal_id)
+
+    def _require(self, group: str, flag: str | None, method: str) -> None:
+        caps = self.runtime.client_capabilities
+        value = caps.get(group)
+        ok = bool(value) if flag is None else isinstance(value, dict) and bool(value.get(flag))
+        if not ok:
+            raise CapabilityError(method)
+
+    def after_end(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once the turn's response has been queued (e.g. to send a title)."""
+        self._after_end.append(callback)
+
+    # ------------------------------------------------------------------ runtime side
+
+    def _end(self) -> None:
+        self.ended = True
+        if self._after_end:
+            loop = asyncio.get_running_loop()
+            for callback in self._after_end:
+                loop.call_soon(callback)  # runs after the response is queued
+            self._after_end.clear()
+
+    def cancel(self, reason: str) -> None:
+        """Cancel the turn (runtime use): cancel its task and every request it has pending."""
+        if self.cancel_requested or self.ended:
+            return
+        self.cancel_requested = True
+        self.cancel_reason = reason
+        if self.task is not None and not self.task.done():
+            self.task.cancel(reason)
+        self.runtime.connection.cascade_cancel(self.request_id, f"turn cancelled: {reason}")
+
+    def __repr__(self) -> str:
+        return f"Turn(session={self.session.id!r}, request={self.request_id!r}, cancel_requested={self.cancel_requested})"

@@ -1,0 +1,3 @@
+from acp_driver.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,259 @@
+"""The bundled reference agent: deterministic, no model, scriptable from the prompt.
+
+Each prompt line starting with ``/`` is a command; any other text is echoed back as chunks.
+
+    /stream N MS        N message chunks, MS milliseconds apart (MS may be 0)
+    /sleep MS           sleep MS milliseconds
+    /think TEXT         a thought chunk
+    /plan               a three-entry plan, then its progress
+    /permission         ask session/request_permission for a pretend tool call; report the outcome
+    /read PATH          fs/read_text_file; report the content
+    /write PATH TEXT    fs/write_text_file; report success
+    /terminal CMD ARGS  run a command through the client's terminal; report output and exit status
+    /tool NAME          a tool call with progress updates
+    /title TEXT         a session_info_update with a title, sent just after the turn's response
+    /fail MESSAGE       end the turn with a JSON-RPC error
+    /stop REASON        end the turn with this stop reason
+
+``--behavior`` makes it misbehave the way real agents do, so hosts can test against it:
+
+    polite                       (default) follows the spec
+    ignore-cancel                ignores session/cancel and $/cancel_request; finishes the turn
+    end-turn-on-cancel           stops on cancel but answers stopReason end_turn
+    error-on-cancel              stops on cancel but answers a JSON-RPC error
+    no-answer-on-cancel-request  ignores $/cancel_request only (the request runs on)
+    hang                         never answers a prompt, ignores SIGTERM (only SIGKILL ends it)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import signal
+import time
+from typing import Any
+
+from . import __version__
+from .agent import Agent, CapabilityError, Faults, Session, Turn, run_agent
+from .core import RpcError
+
+BEHAVIORS = (
+    "polite",
+    "ignore-cancel",
+    "end-turn-on-cancel",
+    "error-on-cancel",
+    "no-answer-on-cancel-request",
+    "hang",
+)
+
+
+class ReferenceAgent(Agent):
+    name = "acp-driver-reference-agent"
+    title = "acp-driver reference agent"
+    version = __version__
+    prompt_capabilities = {"embeddedContext": True}
+
+    def __init__(self, behavior: str = "polite") -> None:
+        if behavior not in BEHAVIORS:
+            raise ValueError(f"unknown behavior {behavior!r}; choose from {', '.join(BEHAVIORS)}")
+        self.behavior = behavior
+
+    async def new_session(self, session: Session) -> dict[str, Any] | None:
+        session.state["turns"] = 0
+        return {
+            "modes": {
+                "currentModeId": "default",
+                "availableModes": [
+                    {"id": "default", "name": "Default"},
+                    {"id": "plan", "name": "Plan", "description": "Plans before acting"},
+                ],
+            }
+        }
+
+    async def set_mode(self, session: Session, mode_id: str) -> dict[str, Any] | None:
+        if mode_id not in ("default", "plan"):
+            raise RpcError.invalid_params(f"unknown mode {mode_id!r}")
+        await session.update({"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+        return None
+
+    async def close_session(self, session: Session) -> None:
+        return None
+
+    async def prompt(self, turn: Turn) -> str | dict[str, Any] | None:
+        if self.behavior == "hang":
+            # A wedged agent: the whole process stops responding (only SIGKILL ends it).
+            while True:
+                time.sleep(3600)  # noqa: ASYNC251 - blocking the loop is the point
+        turn.session.state["turns"] = turn.session.state.get("turns", 0) + 1
+        stop: str | None = None
+        for line in turn.text.splitlines() or [""]:
+            stripped = line.strip()
+            if stripped.startswith("/"):
+                stop = await self._command(turn, stripped)
+                if stop is not None:
+                    break
+            elif stripped:
+                await self._echo(turn, line)
+        return stop or "end_turn"
+
+    async def _echo(self, turn: Turn, line: str) -> None:
+        words = line.split(" ")
+        for i, word in enumerate(words):
+            await turn.message(word + (" " if i < len(words) - 1 else "\n"))
+
+    async def _command(self, turn: Turn, line: str) -> str | None:
+        try:
+            argv = shlex.split(line)
+        except ValueError as exc:
+            await turn.message(f"error: cannot parse command: {exc}\n")
+            return None
+        name, args = argv[0][1:], argv[1:]
+        handler = getattr(self, "cmd_" + name.replace("-", "_"), None)
+        if handler is None:
+            await turn.message(f"error: unknown command /{name}\n")
+            return None
+        try:
+            result: str | None = await handler(turn, args)
+            return result
+        except (ValueError, IndexError) as exc:
+            await turn.message(f"error: /{name}: {exc}\n")
+        except CapabilityError as exc:
+            await turn.message(f"error: /{name}: {exc.message}\n")
+        except RpcError as exc:
+            if exc.code == -32800:
+                raise  # our request was cancelled: the turn is being cancelled
+            await turn.message(f"error: /{name}: {exc.message} (code {exc.code})\n")
+        return None
+
+    # ------------------------------------------------------------------ commands
+
+    async def cmd_stream(self, turn: Turn, args: list[str]) -> None:
+        count = int(args[0]) if args else 10
+        delay = int(args[1]) / 1000 if len(args) > 1 else 0.0
+        for i in range(count):
+            await turn.message(f"chunk {i + 1}/{count}\n")
+            if delay:
+                await asyncio.sleep(delay)
+
+    async def cmd_sleep(self, turn: Turn, args: list[str]) -> None:
+        await asyncio.sleep(int(args[0]) / 1000)
+
+    async def cmd_think(self, turn: Turn, args: list[str]) -> None:
+        await turn.thought(" ".join(args) or "thinking")
+
+    async def cmd_plan(self, turn: Turn, args: list[str]) -> None:
+        steps = ["Read the code", "Make the change", "Run the tests"]
+        entries = [{"content": s, "priority": "medium", "status": "pending"} for s in steps]
+        await turn.plan(entries)
+        for entry in entries:
+            entry["status"] = "completed"
+            await turn.plan(entries)
+
+    async def cmd_permission(self, turn: Turn, args: list[str]) -> None:
+        call = await turn.tool_call("Edit a pretend file", kind="edit")
+        outcome = await turn.request_permission(call)
+        if outcome.get("outcome") == "selected" and str(outcome.get("optionId", "")).startswith("allow"):
+            await call.complete("allowed")
+        else:
+            await call.fail("not allowed")
+        await turn.message(f"permission outcome: {_describe(outcome)}\n")
+
+    async def cmd_read(self, turn: Turn, args: list[str]) -> None:
+        content = await turn.read_text_file(args[0])
+        await turn.message(content if content.endswith("\n") else content + "\n")
+
+    async def cmd_write(self, turn: Turn, args: list[str]) -> None:
+        await turn.write_text_file(args[0], " ".join(args[1:]))
+        await turn.message(f"wrote {args[0]}\n")
+
+    async def cmd_terminal(self, turn: Turn, args: list[str]) -> None:
+        if not args:
+            raise ValueError("usage: /terminal CMD [ARGS...]")
+        call = await turn.tool_call(" ".join(args), kind="execute", status="in_progress")
+        terminal = await turn.create_terminal(args[0], args[1:], cwd=turn.session.cwd)
+        try:
+            await call.update(content=[{"type": "terminal", "terminalId": terminal.id}])
+            status = await terminal.wait_for_exit()
+            output = await terminal.output()
+        finally:
+            if not turn.ended:
+                try:
+                    await terminal.release()
+                except (RpcError, asyncio.CancelledError):
+                    pass
+        text = output.get("output", "")
+        await call.complete()
+        await turn.message(text if text.endswith("\n") or not text else text + "\n")
+        await turn.message(f"exit status: {_exit_status(status)}\n")
+
+    async def cmd_tool(self, turn: Turn, args: list[str]) -> None:
+        name = args[0] if args else "tool"
+        call = await turn.tool_call(name, kind="other")
+        await call.update("in_progress")
+        for step in range(1, 4):
+            await asyncio.sleep(0.01)
+            await call.update(
+                content=[{"type": "content", "content": {"type": "text", "text": f"step {step}/3"}}]
+            )
+        await call.complete(f"{name} done")
+
+    async def cmd_title(self, turn: Turn, args: list[str]) -> None:
+        session = turn.session
+        title = " ".join(args) or "untitled"
+
+        def send_title() -> None:
+            coro = session.update({"sessionUpdate": "session_info_update", "title": title})
+            task = asyncio.get_running_loop().create_task(coro)
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+        turn.after_end(send_title)  # like real agents: a title right after the response
+
+    async def cmd_fail(self, turn: Turn, args: list[str]) -> None:
+        raise RpcError(-32603, " ".join(args) or "failed on request")
+
+    async def cmd_stop(self, turn: Turn, args: list[str]) -> str:
+        return args[0] if args else "end_turn"
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def _describe(outcome: dict[str, Any]) -> str:
+    if outcome.get("outcome") == "selected":
+        return f"selected {outcome.get('optionId')}"
+    return str(outcome.get("outcome"))
+
+
+def _exit_status(status: dict[str, Any]) -> str:
+    if status.get("signal"):
+        return f"signal {status['signal']}"
+    return str(status.get("exitCode"))
+
+
+def faults_for(behavior: str) -> tuple[Faults, bool]:
+    """The runtime faults and whether ``$/cancel_request`` is honoured, for a behavior."""
+    if behavior == "ignore-cancel":
+        return Faults(ignore_session_cancel=True), False
+    if behavior == "end-turn-on-cancel":
+        return Faults(stop_reason_on_cancel="end_turn"), True
+    if behavior == "error-on-cancel":
+        return Faults(error_on_cancel=True), True
+    if behavior == "no-answer-on-cancel-request":
+        return Faults(), False
+    if behavior == "hang":
+        return Faults(ignore_session_cancel=True), False
+    return Faults(), True
+
+
+def main(behavior: str = "polite") -> None:
+    """Run the reference agent on stdio."""
+    agent = ReferenceAgent(behavior)
+    if behavior == "hang":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    faults, honour = faults_for(behavior)
+    run_agent(agent, faults=faults, honour_cancel_request=honour)
+
+
+if __name__ == "__main__":
+    main()

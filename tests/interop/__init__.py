@@ -1,0 +1,1 @@
+"""Interop tests against implementations we did not write (the official ACP Python SDK)."""
