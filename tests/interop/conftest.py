@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib.metadata
 import json
 import os
@@ -31,6 +32,7 @@ PEER_SCRIPT = Path(__file__).with_name("sdk_peer.py")
 PEER_EXIT_TIMEOUT = 10.0
 
 
+@functools.cache
 def sdk_problem() -> str | None:
     """Why the official SDK cannot be used here, or None when it can."""
     wanted = f"{SDK_DIST}>={SDK_MIN} (import name 'acp')"
@@ -194,4 +196,6 @@ async def sdk_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
         f"SDK peer did not exit cleanly after we closed (exit status {proc.returncode}, "
         f"{'killed' if exited_cleanly is None else 'exited'})\n{peer.report()}"
     )
-    assert conn.violations == 0, f"our connection saw {conn.violations} protocol violation(s)\n{peer.report()}"
+    assert conn.violations == 0, (
+        f"our connection saw {conn.violations} protocol violation(s)\n{peer.report()}"
+    )

@@ -16,6 +16,7 @@ Methods it serves:
 - ``call_unknown``: sends the request ``params["method"]`` (default ``our/no_such_method``)
   without params and returns the error the other side answered as ``{"code", "message", "data"}``.
 - ``stats``: what happened so far (cancelled handlers, notifications received).
+- ``exit``: ends the process at once (exit status 0) without answering anything.
 
 Every other request gets the SDK's own ``RequestError.method_not_found``; notifications are
 recorded (unknown ones raise ``method_not_found`` like the SDK's router does, which the SDK
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -86,6 +88,9 @@ async def main() -> None:
             return {"unexpected_result": result}
         if method == "stats":
             return stats
+        if method == "exit":
+            log("exiting without answers")
+            os._exit(0)
         raise RequestError.method_not_found(method)
 
     conn = Connection(handler, writer, reader, observers=[observe], listening=False)

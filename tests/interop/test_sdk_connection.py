@@ -8,13 +8,14 @@ Assertions on the wire read our tracer: "out" is every message we queued, "in" e
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import pytest
 
 from acp_driver.aio import current_request
-from acp_driver.core import ErrorCode, RequestTimeoutError, RpcError
+from acp_driver.core import ConnectionClosedError, ErrorCode, RequestTimeoutError, RpcError
 
 from .conftest import Peer, wait_for
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.interop
 
 CANCEL = "$/cancel_request"
 GRACE = 5.0
+BIG = 1_000_000  # more than a pipe's buffer (64 KiB) and the SDK's StreamReader limit (64 KiB)
 
 
 def is_response(msg: dict[str, Any]) -> bool:
@@ -29,7 +31,9 @@ def is_response(msg: dict[str, Any]) -> bool:
 
 
 def the_one(messages: list[dict[str, Any]], what: str, peer: Peer) -> dict[str, Any]:
-    assert len(messages) == 1, f"expected exactly one {what}, got {len(messages)}: {messages}\n{peer.report()}"
+    assert len(messages) == 1, (
+        f"expected exactly one {what}, got {len(messages)}: {messages}\n{peer.report()}"
+    )
     return messages[0]
 
 
@@ -69,7 +73,9 @@ async def test_we_cancel_a_request_to_the_sdk(sdk_peer: Peer, how: str) -> None:
             assert started.is_set(), f"the SDK's handler did not start within 1 s\n{sdk_peer.report()}"
         waited = time.monotonic() - gave_up
 
-    rid = the_one([m for m in trace.messages("out") if m.get("method") == "slow"], "slow request", sdk_peer)["id"]
+    rid = the_one([m for m in trace.messages("out") if m.get("method") == "slow"], "slow request", sdk_peer)[
+        "id"
+    ]
     cancel = the_one([m for m in trace.messages("out") if m.get("method") == CANCEL], CANCEL, sdk_peer)
     assert cancel == {"jsonrpc": "2.0", "method": CANCEL, "params": {"requestId": rid}}
 
@@ -177,3 +183,65 @@ async def test_notifications_are_never_answered(sdk_peer: Peer) -> None:
     incoming = sdk_peer.trace.messages("in")
     assert all(is_response(m) and m["id"] in our_ids for m in incoming), sdk_peer.report()
     assert conn.in_flight == (0, 0)
+
+
+async def test_close_answers_the_sdk_request_in_flight(sdk_peer: Peer) -> None:
+    """We close while serving the SDK's request: it still gets -32800 before our output ends."""
+    conn, trace = sdk_peer.conn, sdk_peer.trace
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def our_slow(params: Any) -> Any:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return {"slept": 30}
+
+    conn.on_request("our/slow", our_slow)
+    async with asyncio.timeout(30):
+        ask = asyncio.create_task(conn.request("ask_back", {"after": 30}))
+        await wait_for(started.is_set, 10, "the SDK's request to reach our handler", sdk_peer)
+        await conn.aclose("test closes with requests in flight")
+        with pytest.raises(ConnectionClosedError):
+            await ask
+        await sdk_peer.process.wait()  # our output ended: the SDK's main loop returns
+
+    assert cancelled.is_set()
+    assert conn.in_flight == (0, 0)
+    sdk_rid = the_one(
+        [m for m in trace.messages("in") if m.get("method") == "our/slow"], "our/slow request", sdk_peer
+    )["id"]
+    ours = [m for m in trace.messages("out") if is_response(m) and m["id"] == sdk_rid]
+    assert the_one(ours, "answer of ours", sdk_peer)["error"]["code"] == ErrorCode.REQUEST_CANCELLED
+    # ... and the SDK read that answer before our end of output.
+    seen_by_sdk = [json.loads(line) for line in sdk_peer.stderr().splitlines() if line.startswith("{")]
+    assert {"peer": "incoming", "message": ours[0]} in seen_by_sdk, sdk_peer.report()
+
+
+async def test_large_messages_and_many_concurrent_requests(sdk_peer: Peer) -> None:
+    conn = sdk_peer.conn
+    big = {"blob": "é" * (BIG // 2), "n": 1}
+    async with asyncio.timeout(30):
+        assert await conn.request("echo", big) == big
+        results = await asyncio.gather(*(conn.request("echo", {"i": i}) for i in range(200)))
+    assert results == [{"i": i} for i in range(200)]
+    assert conn.in_flight == (0, 0)
+
+
+async def test_sdk_exits_with_our_request_in_flight(sdk_peer: Peer) -> None:
+    conn = sdk_peer.conn
+    started = asyncio.Event()
+    conn.on_notification("peer/started", lambda params: started.set())
+    async with asyncio.timeout(30):
+        slow = asyncio.create_task(conn.request("slow", {}))
+        await wait_for(started.is_set, 10, "the SDK's slow handler to start", sdk_peer)
+        with pytest.raises(ConnectionClosedError):
+            await conn.request("exit")
+        with pytest.raises(ConnectionClosedError):
+            await slow
+        await conn.wait_closed()
+    assert conn.close_reason == "peer closed its output"
+    assert conn.in_flight == (0, 0)
+    assert not [m for m in sdk_peer.trace.messages("out") if m.get("method") == CANCEL], sdk_peer.report()

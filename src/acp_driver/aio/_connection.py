@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -160,6 +161,10 @@ class Connection:
         """Called with the close reason once the connection is closed."""
         self.violations = 0
         """How many peer violations were seen."""
+        self.on_peer_gone: Callable[[str], object] | None = None
+        """If set, called with ``"eof"`` when the peer's output ends, or ``"write_lost"`` when
+        it stops reading, instead of closing at once: the owner closes (e.g. once it knows the
+        peer process's exit status, to name it in the errors)."""
         self._dispatch: dict[type, Callable[[Any], None]] = {
             Request: self._on_request,
             Notification: self._on_notification,
@@ -274,6 +279,9 @@ class Connection:
         self._write_closed = True
         self.resume_writing()
         if self.state is State.OPEN:
+            if self.on_peer_gone is not None:
+                self.on_peer_gone("write_lost")
+                return
             reason = "peer stopped reading" + (f": {exc}" if exc else "")
             self._begin_close(reason)
 
@@ -441,7 +449,7 @@ class Connection:
         except Exception:
             logger.exception("%s: notification handler for %s failed", self.name, event.method)
             return
-        if outcome is not None:
+        if outcome is not None and inspect.isawaitable(outcome):
             self._spawn(outcome, f"notification {event.method}")
 
     def _spawn(self, awaitable: Awaitable[Any], what: str) -> asyncio.Task[Any]:
@@ -460,6 +468,7 @@ class Connection:
         *,
         timeout: float | None = None,
         cancel_grace: float = 0.0,
+        on_sent: Callable[[RequestId], object] | None = None,
     ) -> Any:
         """Send a request and return the peer's result.
 
@@ -468,6 +477,7 @@ class Connection:
         connection ends first. When the calling task is cancelled or the timeout elapses,
         ``$/cancel_request`` is sent once; with ``cancel_grace`` > 0 the answer is still awaited
         that long (a timeout then returns a partial result if the peer gives one).
+        ``on_sent`` is called with the request id once it is queued (to cancel it by id later).
         """
         if self.state is not State.OPEN:
             raise ConnectionClosedError(f"connection {self.state.value}: {self.close_reason or 'not open'}")
@@ -478,6 +488,8 @@ class Connection:
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._waiters[rid] = fut
         self._schedule_flush()
+        if on_sent is not None:
+            on_sent(rid)
         try:
             if self._write_paused:
                 await self._wait_writable()
@@ -589,7 +601,11 @@ class Connection:
                 logger.exception("%s: on_violation hook failed", self.name)
 
     def _on_end_of_input(self, event: EndOfInput) -> None:
-        if self.state is State.OPEN:
+        if self.state is not State.OPEN:
+            return
+        if self.on_peer_gone is not None:
+            self.on_peer_gone("eof")
+        else:
             self._begin_close("peer closed its output")
 
     # ------------------------------------------------------------------ closing

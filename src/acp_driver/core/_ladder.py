@@ -1,0 +1,142 @@
+"""The cancel ladder: a pure schedule of escalating steps that always resolves a turn.
+
+After a host cancels a turn, the agent gets ever less polite requests to stop:
+
+    t = 0                    SESSION_CANCEL   send session/cancel (and answer pending permissions)
+    t = budget * 0.5         CANCEL_REQUEST   send $/cancel_request for the session/prompt
+    t = budget * 0.75        TERMINATE        SIGTERM to the agent's process group
+    t = budget               KILL             SIGKILL to the agent's process group
+
+Whatever happens first -- the agent answers the prompt, or its process is gone -- resolves
+the ladder; ``resolved_by`` names the last step taken before that. A host may jump to KILL at
+any time (``skip_to_kill``, e.g. a second Ctrl-C).
+
+Pure: no clock, no I/O. The caller passes ``now`` (any monotonic seconds), executes the steps
+``poll`` returns and sleeps until ``next_deadline``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+DEFAULT_BUDGET = 6.0
+"""Seconds from the cancel to SIGKILL, by default."""
+
+
+class Rung(Enum):
+    """A step of the ladder."""
+
+    SESSION_CANCEL = "session_cancel"
+    """``session/cancel`` sent; pending permission requests answered ``cancelled``."""
+    CANCEL_REQUEST = "cancel_request"
+    """``$/cancel_request`` sent for the ``session/prompt`` request."""
+    TERMINATE = "terminate"
+    """SIGTERM sent to the agent's process group."""
+    KILL = "kill"
+    """SIGKILL sent to the agent's process group."""
+
+
+class Resolution(Enum):
+    """How a turn ended."""
+
+    COMPLETED = "completed"
+    """The agent answered a stop reason of its own (no cancel, or a cancel it did not honour)."""
+    CANCELLED = "cancelled"
+    """The agent complied with the cancel (stopReason ``cancelled`` or ``-32800``)."""
+    KILLED = "killed"
+    """The ladder had to kill the agent."""
+    AGENT_EXITED = "agent_exited"
+    """The agent process ended (or closed its output) before answering, unprompted by a kill."""
+    ERROR = "error"
+    """The agent answered the prompt with a JSON-RPC error (or a protocol error occurred)."""
+
+
+@dataclass(frozen=True)
+class LadderPolicy:
+    """When each step happens, as fractions of one ``budget`` (seconds from cancel to SIGKILL)."""
+
+    budget: float = DEFAULT_BUDGET
+    cancel_request_at: float = 0.5
+    terminate_at: float = 0.75
+
+    def __post_init__(self) -> None:
+        if self.budget < 0:
+            raise ValueError("budget must be >= 0")
+        if not 0 <= self.cancel_request_at <= self.terminate_at <= 1:
+            raise ValueError("need 0 <= cancel_request_at <= terminate_at <= 1")
+
+    def schedule(self) -> list[tuple[float, Rung]]:
+        """(offset in seconds, step), in order."""
+        b = self.budget
+        return [
+            (0.0, Rung.SESSION_CANCEL),
+            (b * self.cancel_request_at, Rung.CANCEL_REQUEST),
+            (b * self.terminate_at, Rung.TERMINATE),
+            (b, Rung.KILL),
+        ]
+
+
+class CancelLadder:
+    """The ladder for one cancel, started at ``started_at``."""
+
+    def __init__(self, policy: LadderPolicy, started_at: float) -> None:
+        self.policy = policy
+        self.started_at = started_at
+        self._pending = [(started_at + offset, rung) for offset, rung in policy.schedule()]
+        self.taken: list[tuple[float, Rung]] = []
+        """Steps executed so far, with the time they became due."""
+        self.resolution: Resolution | None = None
+        self.resolved_at: float | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self.resolution is not None
+
+    @property
+    def resolved_by(self) -> Rung | None:
+        """The last step taken before the turn resolved (None: resolved before any step)."""
+        return self.taken[-1][1] if self.taken else None
+
+    @property
+    def elapsed(self) -> float | None:
+        """Seconds from the cancel to the resolution."""
+        return None if self.resolved_at is None else self.resolved_at - self.started_at
+
+    def poll(self, now: float) -> list[Rung]:
+        """Steps due at ``now`` that were not taken yet, in order (each returned once)."""
+        if self.resolved:
+            return []
+        due = []
+        while self._pending and self._pending[0][0] <= now:
+            at, rung = self._pending.pop(0)
+            self.taken.append((at, rung))
+            due.append(rung)
+        return due
+
+    def next_deadline(self) -> float | None:
+        """When the next step is due (None once resolved or when every step was taken)."""
+        if self.resolved or not self._pending:
+            return None
+        return self._pending[0][0]
+
+    def skip_to_kill(self, now: float) -> list[Rung]:
+        """Jump straight to SIGKILL: returns ``[KILL]`` unless it was taken or the ladder resolved."""
+        if self.resolved or not self._pending:
+            return []
+        self._pending = []
+        self.taken.append((now, Rung.KILL))
+        return [Rung.KILL]
+
+    def resolve(self, now: float, resolution: Resolution) -> bool:
+        """The turn ended; True the first time. Later steps are dropped."""
+        if self.resolved:
+            return False
+        self.resolution = resolution
+        self.resolved_at = now
+        self._pending = []
+        return True
+
+    def __repr__(self) -> str:
+        steps = ", ".join(r.value for _, r in self.taken)
+        return f"CancelLadder(taken=[{steps}], resolution={self.resolution})"

@@ -1,0 +1,77 @@
+"""What the host offers the agent: permission answers, files, terminals.
+
+``ClientServices`` bundles a permission policy with optional file-system and terminal
+services; the driver advertises in ``initialize`` exactly the services that are enabled, routes
+the agent's requests to them with the session (and the turn) they belong to, and cancels them
+with their turn.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ._permissions import PermissionPolicy, deny_all
+
+if TYPE_CHECKING:
+    from ._agent import RemoteSession
+
+
+class FileSystemService(Protocol):
+    """Serves ``fs/read_text_file`` and ``fs/write_text_file`` for a session."""
+
+    can_read: bool
+    can_write: bool
+
+    async def read_text_file(
+        self, session: RemoteSession, path: str, line: int | None, limit: int | None
+    ) -> str: ...
+
+    async def write_text_file(self, session: RemoteSession, path: str, content: str) -> None: ...
+
+
+class TerminalService(Protocol):
+    """Serves the ``terminal/*`` methods. ``owner`` is the turn (or session) a terminal belongs to."""
+
+    async def create(self, session: RemoteSession, owner: object, params: dict[str, Any]) -> str: ...
+
+    async def output(self, session: RemoteSession, terminal_id: str) -> dict[str, Any]: ...
+
+    async def wait_for_exit(self, session: RemoteSession, terminal_id: str) -> dict[str, Any]: ...
+
+    async def kill(self, session: RemoteSession, terminal_id: str) -> None: ...
+
+    async def release(self, session: RemoteSession, terminal_id: str) -> None: ...
+
+    async def release_owner(self, owner: object) -> None:
+        """Kill and release every terminal ``owner`` created (its turn was cancelled, its session closed)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Kill and release everything."""
+        ...
+
+
+class ClientServices:
+    """The host side's services, advertised as client capabilities."""
+
+    def __init__(
+        self,
+        *,
+        permission: PermissionPolicy = deny_all,
+        fs: FileSystemService | None = None,
+        terminals: TerminalService | None = None,
+    ) -> None:
+        self.permission = permission
+        self.fs = fs
+        self.terminals = terminals
+
+    def capabilities(self) -> dict[str, Any]:
+        """``clientCapabilities`` matching what is enabled (nothing more)."""
+        fs = self.fs
+        return {
+            "fs": {
+                "readTextFile": bool(fs is not None and fs.can_read),
+                "writeTextFile": bool(fs is not None and fs.can_write),
+            },
+            "terminal": self.terminals is not None,
+        }
