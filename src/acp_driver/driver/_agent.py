@@ -270,11 +270,13 @@ class PromptTurn:
         self.session.last_turn = self
         self._done.set()
         self._wake()
-        # Whatever the turn started on the host side ends with it.
+        # Agent requests still open for this turn end with it.
         for _method, task in list(self._incoming.values()):
             task.cancel("turn ended")
+        # A cancelled or killed turn's terminals die with it; after a normal end they stay the
+        # agent's to release (it may use them in a later turn).
         terminals = self.agent.services.terminals
-        if terminals is not None:
+        if terminals is not None and (self.cancel_requested or resolution is not Resolution.COMPLETED):
             self.agent._spawn(terminals.release_owner(self), "release terminals of the turn")
 
     # ------------------------------------------------------------------ cancel
