@@ -15,6 +15,9 @@ Each prompt line starting with ``/`` is a command; any other text is echoed back
     /fail MESSAGE       end the turn with a JSON-RPC error
     /stop REASON        end the turn with this stop reason
 
+Extension methods: ``_acp_driver/echo`` (returns its params) and ``_acp_driver/sleep``
+``{"ms": N}`` (answers after N ms; cancellable with ``$/cancel_request``).
+
 ``--behavior`` makes it misbehave the way real agents do, so hosts can test against it:
 
     polite                       (default) follows the spec
@@ -78,6 +81,9 @@ class ReferenceAgent(Agent):
 
     async def close_session(self, session: Session) -> None:
         return None
+
+    def extensions(self) -> dict[str, Any]:
+        return {"_acp_driver/echo": _echo, "_acp_driver/sleep": _sleep}
 
     async def prompt(self, turn: Turn) -> str | dict[str, Any] | None:
         if self.behavior == "hang":
@@ -217,6 +223,18 @@ class ReferenceAgent(Agent):
 
 
 _background: set[asyncio.Task[None]] = set()
+
+
+async def _echo(params: Any) -> Any:
+    """``_acp_driver/echo``: returns its params (for benchmarks and tests)."""
+    return params
+
+
+async def _sleep(params: Any) -> Any:
+    """``_acp_driver/sleep`` ``{"ms": N}``: answers after N ms (cancellable with ``$/cancel_request``)."""
+    ms = params.get("ms", 0) if isinstance(params, dict) else 0
+    await asyncio.sleep(float(ms) / 1000)
+    return {"slept": ms}
 
 
 def _describe(outcome: dict[str, Any]) -> str:

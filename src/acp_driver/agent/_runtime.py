@@ -81,6 +81,14 @@ class Agent:
     async def set_config_option(self, session: Session, config_id: str, value: Any) -> dict[str, Any]:
         raise RpcError.method_not_found(p.SESSION_SET_CONFIG_OPTION)
 
+    def extensions(self) -> dict[str, Callable[[Any], Awaitable[Any]]]:
+        """Extension methods (names start with ``_``, per ACP extensibility): name -> handler."""
+        return {}
+
+    def extension_notifications(self) -> dict[str, Callable[[Any], Any]]:
+        """Extension notifications: name -> handler."""
+        return {}
+
 
 def _implements(agent: Agent, name: str) -> bool:
     return getattr(type(agent), name, None) is not getattr(Agent, name)
@@ -148,6 +156,14 @@ class AgentRuntime:
                 conn.on_request(method, handler)
         if agent.auth_methods and _implements(agent, "authenticate"):
             conn.on_request(p.AUTHENTICATE, self._authenticate)
+        for name, handler in agent.extensions().items():
+            if not name.startswith("_"):
+                raise ValueError(f"extension method names start with '_': {name!r}")
+            conn.on_request(name, handler)
+        for name, notification_handler in agent.extension_notifications().items():
+            if not name.startswith("_"):
+                raise ValueError(f"extension notification names start with '_': {name!r}")
+            conn.on_notification(name, notification_handler)
 
     def capabilities(self) -> dict[str, Any]:
         """The ``agentCapabilities`` advertised: derived from what the agent implements."""
