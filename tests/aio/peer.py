@@ -135,7 +135,9 @@ async def main(argv: list[str]) -> int:
     peer = Peer()
     if len(argv) == 2 and argv[0] == "--fds":
         read_fd, write_fd = (int(fd) for fd in argv[1].split(","))
-        await open_pipes(peer.conn, os.fdopen(read_fd, "rb", buffering=0), os.fdopen(write_fd, "wb", buffering=0))
+        await open_pipes(
+            peer.conn, os.fdopen(read_fd, "rb", buffering=0), os.fdopen(write_fd, "wb", buffering=0)
+        )
     else:
         await open_stdio(peer.conn)
     await peer.conn.wait_closed()

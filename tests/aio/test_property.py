@@ -116,7 +116,9 @@ def error_allowed(kind: str, params: dict[str, Any], exc: RpcError) -> bool:
             and exc.data == {"exception": "ValueError"}
         )
     if kind == "rpc_error":
-        return exc.code == -32001 and exc.message == "custom" and exc.data == {"x": 1, "token": params["token"]}
+        return (
+            exc.code == -32001 and exc.message == "custom" and exc.data == {"x": 1, "token": params["token"]}
+        )
     if kind == "cascade":
         # The nested call's error is forwarded verbatim; a nested ConnectionClosedError becomes
         # a plain -32603 on the way.
@@ -438,7 +440,7 @@ class TwoConnections(RuleBasedStateMachine):
         errors = self.loop_errors
         if tolerated_errors:
             assert all(isinstance(e.get("exception"), LocalProtocolError) for e in errors), errors
-            assert 1 <= len(errors)
+            assert errors
         else:
             assert not errors, errors
 
@@ -538,3 +540,91 @@ async def test_request_arriving_while_closing_is_answered() -> None:
     assert not errors, [e.get("exception") for e in errors]
     assert a.in_flight == (0, 0)
 
+
+class RecordingTransport(asyncio.WriteTransport):
+    """Keeps what is written; nothing answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data = bytearray()
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.data += data
+
+    def close(self) -> None:
+        self._closing = True
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="src bug: an answer fed after the timeout fired but before the caller resumed is dropped "
+    "(_on_response pops the cancelled future); request() raises RequestTimeoutError despite cancel_grace",
+)
+async def test_answer_arriving_right_after_the_timeout_is_kept_within_grace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The timeout fires (the caller's future is cancelled, its wakeup scheduled); the answer is
+    fed before the caller resumes. With ``cancel_grace`` the caller should get that answer; the
+    ledger records it as a RESULT, yet the caller gets ``RequestTimeoutError(...; $/cancel_request
+    sent)`` and no ``$/cancel_request`` was sent. Over ``open_streams`` this happens when the
+    reply's bytes and the timer land in the same loop iteration (the pump task feeds the
+    connection one iteration after the bytes arrive, before the caller's wakeup)."""
+    loop = asyncio.get_running_loop()
+    scopes: list[asyncio.Timeout] = []
+    real_timeout = asyncio.timeout
+
+    def spy(delay: float | None) -> asyncio.Timeout:
+        scope = real_timeout(delay)
+        scopes.append(scope)
+        return scope
+
+    monkeypatch.setattr(asyncio, "timeout", spy)
+    wire = RecordingTransport()
+    conn = Connection(name="a")
+    conn.attach(wire)
+    caller = asyncio.create_task(conn.request("slow", {}, timeout=0.05, cancel_grace=5))
+    await asyncio.sleep(0)  # the request is queued and its timeout armed
+    (scope,) = scopes
+    (entry,) = list(conn.core.outgoing)
+    answer = b'{"jsonrpc":"2.0","id":%d,"result":"on time"}\n' % entry.id
+
+    def feed_right_after_the_timeout() -> None:
+        if scope.expired():  # the timeout ran first: the caller's wakeup is queued, not yet run
+            conn.feed_data(answer)
+        else:  # ours ran first: queue the feed ahead of the wakeup the timeout will schedule
+            loop.call_soon(conn.feed_data, answer)
+
+    when = scope.when()
+    assert when is not None
+    loop.call_at(when, feed_right_after_the_timeout)
+    try:
+        async with real_timeout(10):
+            result = await caller
+    finally:
+        await conn.aclose()
+    assert result == "on time"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="src gap: request() sends scalar params, which JSON-RPC 2.0 forbids and our own core "
+    "rejects on input with -32600; it should fail locally before anything is written",
+)
+async def test_scalar_params_are_refused_locally() -> None:
+    wire = RecordingTransport()
+    conn = Connection(name="a")
+    conn.attach(wire)
+    try:
+        with pytest.raises((LocalProtocolError, TypeError, ValueError)):
+            await asyncio.wait_for(conn.request("echo", 1), 0.2)
+        await asyncio.sleep(0)
+        assert bytes(wire.data) == b""
+    finally:
+        await conn.aclose()

@@ -308,6 +308,22 @@ class Connection:
         except (OSError, RuntimeError) as exc:  # closed underneath us
             self.write_lost(exc)
 
+    def send_raw(self, data: bytes) -> None:
+        """Write bytes as they are, bypassing the core (after what is queued).
+
+        For audits and tests that must send what a correct peer never would (malformed lines).
+        """
+        self._flush()
+        if self.writable and self._transport is not None:
+            self._transport.write(data)
+
+    def close_write(self) -> None:
+        """Close our output after what is queued (the peer sees end of input); keep reading."""
+        self._flush()
+        if self._transport is not None and not self._write_closed:
+            self._write_closed = True
+            self._transport.close()
+
     @property
     def writable(self) -> bool:
         return not self._write_closed and self._transport is not None and not self._transport.is_closing()

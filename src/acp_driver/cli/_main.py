@@ -1,22 +1,211 @@
-"""``acp-driver`` subcommands other than ``agent``."""
+"""``acp-driver`` subcommands other than ``agent`` (which has its own fast path)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import shlex
+import sys
 from collections.abc import Sequence
 
 from .. import __version__
 
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""The agent failed to start, or a protocol error."""
+EXIT_USAGE = 2
+EXIT_AGENT_EXITED = 3
+"""The agent exited (or was killed) while a turn was running, unasked."""
+EXIT_AGENT_ERROR = 4
+"""The agent answered the prompt with an error."""
+EXIT_CHECK_FAILED = 5
+"""``check``: at least one MUST rule failed."""
+EXIT_TIMEOUT = 124
+"""``--turn-timeout`` cancelled the turn."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C cancelled the turn."""
 
-def cli_main(argv: Sequence[str]) -> int:
+MAIN_EPILOG = """\
+examples:
+  acp-driver run "hello"                          one turn with the bundled reference agent
+  acp-driver run "/stream 20 100"                 watch chunks stream; Ctrl-C cancels the turn
+  acp-driver run --agent "npx @zed-industries/claude-code-acp" "explain main.py"
+  acp-driver run --json --turn-timeout 5 "/sleep 60000"   JSON events; cancelled after 5 s
+  acp-driver chat                                 a multi-turn conversation
+  acp-driver check -- my-agent --acp              audit an agent's cancellation
+  acp-driver agent --behavior ignore-cancel       a misbehaving agent to test hosts against
+
+exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ctrl-C cancelled it;
+  1 the agent failed to start or a protocol error; 2 usage; 3 the agent exited mid-turn;
+  4 the agent answered with an error; 5 check: a MUST rule failed.
+"""
+
+
+def _agent_argv(command: str | None) -> list[str]:
+    if not command:
+        return [sys.executable, "-m", "acp_driver", "agent"]
+    argv = shlex.split(command)
+    if not argv:
+        raise SystemExit("acp-driver: --agent is empty")
+    return argv
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="only the agent's output and errors")
+
+
+def _add_session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        metavar="CMD",
+        help="the agent's command line, split like a shell would (default: the bundled reference agent)",
+    )
+    parser.add_argument(
+        "--cwd", metavar="DIR", default=None, help="the session's working directory (default: .)"
+    )
+    parser.add_argument(
+        "--cancel-grace",
+        metavar="SEC",
+        type=float,
+        default=None,
+        help="the cancel ladder's whole budget, from cancel to SIGKILL (default: 6)",
+    )
+    decide = parser.add_mutually_exclusive_group()
+    decide.add_argument(
+        "--yes", action="store_true", help="allow every permission request (when not on a TTY)"
+    )
+    decide.add_argument(
+        "--deny", action="store_true", help="deny every permission request (the default off a TTY)"
+    )
+    parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
+    parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="acp-driver", description="Drive ACP agents; cancellation always lands."
+        prog="acp-driver",
+        description="Drive Agent Client Protocol agents, where cancellation always lands.",
+        epilog=MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"acp-driver {__version__}")
-    sub = parser.add_subparsers(dest="command")
-    sub.add_parser("agent", help="run the bundled reference agent on stdio")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run",
+        help="run one prompt turn and render it live",
+        description="Run one prompt turn against an agent and render it live. First Ctrl-C cancels the "
+        "turn (the cancel ladder starts); a second Ctrl-C kills the agent.",
+        epilog=MAIN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("prompt", nargs="?", help="the prompt (default: read stdin when it is not a TTY)")
+    _add_session_options(run)
+    run.add_argument(
+        "--turn-timeout", metavar="SEC", type=float, default=None, help="cancel the turn after SEC"
+    )
+    run.add_argument("--json", action="store_true", help="one JSON object per line for every event")
+    _add_common(run)
+
+    chat = sub.add_parser(
+        "chat",
+        help="a multi-turn conversation",
+        description="A multi-turn conversation. Ctrl-C cancels the running turn (twice: kills the "
+        "agent); Ctrl-D ends the chat.",
+    )
+    _add_session_options(chat)
+    _add_common(chat)
+
+    sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
+
+    check = sub.add_parser(
+        "check",
+        help="audit an agent's cancellation",
+        description="Audit an agent's cancellation behaviour, one rule per check, each tagged "
+        "MUST/SHOULD/MAY (INFO: informational) with evidence. Exit 0 iff every MUST passes "
+        "(with --strict: every MUST, SHOULD and MAY).",
+        epilog="example:\n  acp-driver check --busy-prompt 'write a long essay' -- npx my-agent --acp\n"
+        "  acp-driver check   (no command: audits the bundled reference agent)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("--json", action="store_true", help="results as JSON")
+    check.add_argument(
+        "--busy-prompt",
+        metavar="TEXT",
+        default="/sleep 30000",
+        help="a prompt that keeps the agent busy for a while (default suits the reference agent)",
+    )
+    check.add_argument(
+        "--quick-prompt", metavar="TEXT", default="hello", help="a prompt the agent answers quickly"
+    )
+    check.add_argument(
+        "--permission-prompt",
+        metavar="TEXT",
+        default="/permission",
+        help="a prompt that makes the agent ask for permission",
+    )
+    check.add_argument(
+        "--timeout", metavar="SEC", type=float, default=10.0, help="how long to wait for each step"
+    )
+    check.add_argument("--cwd", metavar="DIR", default=None, help="the sessions' working directory")
+    check.add_argument(
+        "agent_command", nargs=argparse.REMAINDER, help="-- AGENT_CMD... (default: reference agent)"
+    )
+    _add_common(check)
+    return parser
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING
+    if quiet:
+        level = logging.ERROR
+    elif verbose == 1:
+        level = logging.INFO
+    elif verbose > 1:
+        level = logging.DEBUG
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if verbose == 0:
+        # The console already shows each ladder step; keep the log for -v.
+        logging.getLogger("acp_driver.driver").setLevel(logging.ERROR)
+
+
+def cli_main(argv: Sequence[str]) -> int:
+    parser = build_parser()
     opts = parser.parse_args(list(argv))
     if opts.command is None:
         parser.print_help()
-        return 2
-    return 0
+        return EXIT_USAGE
+    _setup_logging(opts.verbose, opts.quiet)
+    if opts.command in ("run", "chat"):
+        if getattr(opts, "turn_timeout", None) is not None and opts.turn_timeout <= 0:
+            parser.error("--turn-timeout must be positive")
+        if opts.cancel_grace is not None and opts.cancel_grace < 0:
+            parser.error("--cancel-grace must be >= 0")
+        cwd = os.path.abspath(opts.cwd or os.getcwd())
+        if not os.path.isdir(cwd):
+            parser.error(f"--cwd {opts.cwd!r} is not a directory")
+        from ._run import chat_command, run_command
+
+        if opts.command == "run":
+            prompt = opts.prompt
+            if prompt is None:
+                if sys.stdin.isatty():
+                    parser.error("give a PROMPT (or pipe one on stdin)")
+                prompt = sys.stdin.read()
+            return run_command(opts, _agent_argv(opts.agent), cwd, prompt)
+        return chat_command(opts, _agent_argv(opts.agent), cwd)
+    if opts.command == "check":
+        command = list(opts.agent_command)
+        if command and command[0] == "--":
+            command = command[1:]
+        cwd = os.path.abspath(opts.cwd or os.getcwd())
+        from ._check import check_command
+
+        code: int = check_command(opts, command or _agent_argv(None), cwd)
+        return code
+    parser.print_help()
+    return EXIT_USAGE

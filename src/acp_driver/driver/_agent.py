@@ -33,7 +33,7 @@ from .. import protocol as p
 from ..aio import Connection, current_request
 from ..aio._process import ProcessGroup, StderrTail, drain_pipe, exit_description
 from ..aio._transports import _ReadProtocol, _WriteProtocol
-from ..core import AcpError, ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError
+from ..core import AcpError, ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError, Tracer
 from ..core._ladder import CancelLadder, LadderPolicy, Resolution, Rung
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
 from ._services import ClientServices
@@ -570,8 +570,12 @@ class RemoteAgent:
         request_timeout: float = 30.0,
         init_timeout: float = 30.0,
         name: str | None = None,
+        tracer: Tracer | None = None,
     ) -> RemoteAgent:
-        """Spawn ``argv`` in its own process group and complete ``initialize``."""
+        """Spawn ``argv`` in its own process group and complete ``initialize``.
+
+        ``tracer(direction, line)`` sees every line on the wire (``"in"``/``"out"``).
+        """
         if not argv:
             raise AgentStartError("empty agent command")
         label = name or os.path.basename(argv[0])
@@ -580,7 +584,7 @@ class RemoteAgent:
         except OSError as exc:
             raise AgentStartError(f"cannot start agent {argv[0]!r}: {exc.strerror or exc}") from exc
         stderr = StderrTail(label)
-        connection = Connection(name=label)
+        connection = Connection(name=label, tracer=tracer)
         agent = cls(
             process,
             connection,

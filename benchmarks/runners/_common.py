@@ -1,0 +1,107 @@
+"""Helpers shared by the Python runners (stdlib only: each runner runs in its own interpreter).
+
+A runner is started by ``benchmarks/run.py`` as ``RUNNER --config JSON``; it runs every workload
+it can against its own agent and prints ONE JSON object on its last stdout line::
+
+    {"impl": "...", "results": {"seq_rps": 12345.6, ...}, "na": {"storm_ms": "why"},
+     "errors": {"stream_ups": "traceback tail"}, "notes": {...}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+ECHO_PARAMS = {"text": "hello", "n": 0}
+
+
+def parse_config() -> dict[str, Any]:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True, help="JSON workload sizes (see run.py SIZES)")
+    opts = parser.parse_args()
+    cfg: dict[str, Any] = json.loads(opts.config)
+    return cfg
+
+
+def rss_mib(pid: int | str = "self") -> float | None:
+    """VmRSS of a process in MiB (None if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
+
+
+def host_rss() -> float | None:
+    gc.collect()
+    return rss_mib("self")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = max(0, min(len(ordered) - 1, round(q / 100.0 * len(ordered) + 0.5) - 1))
+    return ordered[k]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+class Report:
+    """Collects results; each workload runs in ``measure`` so one failure does not stop the rest."""
+
+    def __init__(self, impl: str, cfg: dict[str, Any]) -> None:
+        self.impl = impl
+        self.cfg = cfg
+        self.results: dict[str, Any] = {}
+        self.na: dict[str, str] = {}
+        self.errors: dict[str, str] = {}
+        self.notes: dict[str, Any] = {}
+        self.wanted: set[str] | None = set(cfg["workloads"]) if cfg.get("workloads") else None
+
+    def want(self, workload: str) -> bool:
+        return self.wanted is None or workload in self.wanted
+
+    async def measure(self, workload: str, fn: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        if not self.want(workload):
+            return
+        try:
+            self.results.update(await fn())
+        except Exception:
+            tail = traceback.format_exc().strip().splitlines()[-6:]
+            self.errors[workload] = "\n".join(tail)
+            print(f"[{self.impl}] {workload} failed:\n" + "\n".join(tail), file=sys.stderr, flush=True)
+
+    def not_applicable(self, workload: str, why: str) -> None:
+        if self.want(workload):
+            self.na[workload] = why
+
+    def emit(self) -> None:
+        sys.stdout.flush()
+        out = {
+            "impl": self.impl,
+            "results": self.results,
+            "na": self.na,
+            "errors": self.errors,
+            "notes": self.notes,
+            "pid": os.getpid(),
+        }
+        print(json.dumps(out), flush=True)
+
+
+def now() -> float:
+    return time.perf_counter()

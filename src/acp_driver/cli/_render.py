@@ -1,0 +1,301 @@
+"""Rendering a turn: live on a console, or as JSON lines.
+
+Console: the agent's message text goes to stdout (so ``acp-driver run ... > answer.txt`` keeps
+only the answer); thoughts, tool calls, the plan, permission questions, cancel progress and the
+spinner go to stderr. Colour only on a TTY, never with ``NO_COLOR``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+import orjson
+
+from ..core._ladder import Rung
+from ..driver import PermissionRequest, TurnResult, Update
+
+LADDER_TEXT = {
+    Rung.SESSION_CANCEL: "sent session/cancel",
+    Rung.CANCEL_REQUEST: "no answer yet: sent $/cancel_request for the prompt",
+    Rung.TERMINATE: "still no answer: SIGTERM to the agent's process group",
+    Rung.KILL: "SIGKILL to the agent's process group",
+}
+
+STATUS_MARK = {"pending": "·", "in_progress": "…", "completed": "✓", "failed": "✗"}
+PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+
+class Output:
+    """What the CLI reports; subclasses render it."""
+
+    def agent_started(self, agent: Any) -> None: ...
+    def session_started(self, session: Any) -> None: ...
+    def update(self, update: Update) -> None: ...
+    def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None: ...
+    def cancelling(self, reason: str) -> None: ...
+    def ladder_step(self, rung: Rung, elapsed: float) -> None: ...
+    def result(self, result: TurnResult) -> None: ...
+    def error(self, message: str) -> None: ...
+    def note(self, message: str) -> None: ...
+    def waiting(self, active: bool) -> None: ...
+    def close(self) -> None: ...
+
+
+class JsonOutput(Output):
+    """One JSON object per line on stdout; the last is ``{"type": "result", ...}``."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._out = stream or sys.stdout
+
+    def _emit(self, obj: dict[str, Any]) -> None:
+        self._out.write(orjson.dumps(obj).decode() + "\n")
+        self._out.flush()
+
+    def agent_started(self, agent: Any) -> None:
+        self._emit(
+            {
+                "type": "agent",
+                "info": agent.info,
+                "protocolVersion": agent.protocol_version,
+                "capabilities": agent.capabilities,
+                "pid": agent.process.pid,
+            }
+        )
+
+    def session_started(self, session: Any) -> None:
+        self._emit({"type": "session", "sessionId": session.id, "cwd": session.cwd})
+
+    def update(self, update: Update) -> None:
+        self._emit({"type": "update", "sessionId": update.session_id, "update": update.raw})
+
+    def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None:
+        self._emit(
+            {
+                "type": "permission",
+                "sessionId": request.session_id,
+                "toolCall": request.tool_call,
+                "options": request.options,
+                "outcome": outcome,
+                "decidedBy": how,
+            }
+        )
+
+    def cancelling(self, reason: str) -> None:
+        self._emit({"type": "cancel", "reason": reason})
+
+    def ladder_step(self, rung: Rung, elapsed: float) -> None:
+        self._emit({"type": "ladder", "step": rung.value, "elapsedMs": round(elapsed * 1000, 3)})
+
+    def result(self, result: TurnResult) -> None:
+        obj: dict[str, Any] = {
+            "type": "result",
+            "stopReason": result.stop_reason,
+            "resolution": result.resolution.value,
+            "elapsedMs": round(result.elapsed * 1000, 3),
+        }
+        if result.error is not None:
+            obj["error"] = {"code": result.error.code, "message": result.error.message}
+        if result.cancel is not None:
+            obj["cancel"] = {
+                "resolvedBy": result.cancel.resolved_by,
+                "steps": list(result.cancel.steps),
+                "elapsedMs": round(result.cancel.elapsed * 1000, 3),
+            }
+        self._emit(obj)
+
+    def error(self, message: str) -> None:
+        self._emit({"type": "error", "message": message})
+
+    def note(self, message: str) -> None:
+        self._emit({"type": "note", "message": message})
+
+
+class ConsoleOutput(Output):
+    """Live rendering for people."""
+
+    def __init__(self, *, quiet: bool = False) -> None:
+        from rich.console import Console
+
+        no_color = "NO_COLOR" in os.environ
+        self.out = Console(file=sys.stdout, highlight=False, no_color=no_color, soft_wrap=True)
+        self.err = Console(file=sys.stderr, highlight=False, no_color=no_color, soft_wrap=True)
+        self.quiet = quiet
+        self._stream: str | None = None  # "message" or "thought": the open line
+        self._line_open = False
+        self._status: Any = None
+        self._spinner_task: asyncio.Task[None] | None = None
+        self._tool_status: dict[str, str | None] = {}
+        self._tool_titles: dict[str, str] = {}
+        self._cancel_started: float | None = None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _end_line(self) -> None:
+        if self._line_open:
+            if self._stream == "thought":
+                self.err.file.write("\n")
+                self.err.file.flush()
+            elif self.out.is_terminal or self.err.is_terminal:
+                self.out.file.write("\n")
+                self.out.file.flush()
+            self._line_open = False
+        self._stream = None
+
+    def _info(self, markup: str) -> None:
+        if self.quiet:
+            return
+        self._hide_spinner()
+        self._end_line()
+        self.err.print(markup)
+
+    def waiting(self, active: bool) -> None:
+        if not self.err.is_terminal or self.quiet:
+            return
+        if active:
+            if self._spinner_task is None:
+                self._spinner_task = asyncio.get_running_loop().create_task(self._show_spinner_later())
+        else:
+            self._hide_spinner()
+
+    async def _show_spinner_later(self) -> None:
+        await asyncio.sleep(0.25)
+        if self._status is None:
+            self._end_line()
+            self._status = self.err.status("[dim]waiting for the agent…[/dim]", spinner="dots")
+            self._status.start()
+
+    def _hide_spinner(self) -> None:
+        if self._spinner_task is not None:
+            self._spinner_task.cancel()
+            self._spinner_task = None
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def close(self) -> None:
+        self._hide_spinner()
+        self._end_line()
+
+    # ------------------------------------------------------------------ events
+
+    def agent_started(self, agent: Any) -> None:
+        info = agent.info or {}
+        name = info.get("title") or info.get("name") or agent.name
+        self._info(
+            f"[dim]agent: {_esc(str(name))} {_esc(str(info.get('version', '')))} (pid {agent.process.pid})[/dim]"
+        )
+
+    def update(self, update: Update) -> None:
+        self._hide_spinner()
+        kind = update.kind
+        if kind == "agent_message_chunk":
+            text = update.text  # type: ignore[attr-defined]
+            if self._stream != "message":
+                self._end_line()
+                self._stream = "message"
+            self.out.file.write(text)
+            self.out.file.flush()
+            self._line_open = not text.endswith("\n")
+            return
+        if self.quiet:
+            return
+        if kind == "agent_thought_chunk":
+            text = update.text  # type: ignore[attr-defined]
+            if self._stream != "thought":
+                self._end_line()
+                self._stream = "thought"
+                self.err.print("[dim italic]thinking:[/dim italic] ", end="")
+            self.err.print(f"[dim italic]{_esc(text)}[/dim italic]", end="")
+            self._line_open = not text.endswith("\n")
+            if not self._line_open:
+                self._stream = None
+        elif kind in ("tool_call", "tool_call_update"):
+            self._tool(update)
+        elif kind == "plan":
+            lines = ["[bold]plan[/bold]"]
+            for entry in update.raw.get("entries") or []:
+                if isinstance(entry, dict):
+                    mark = PLAN_MARK.get(str(entry.get("status")), "[?]")
+                    lines.append(f"  {_esc(mark)} {_esc(str(entry.get('content', '')))}")
+            self._info("\n".join(lines))
+        elif kind == "session_info_update" and update.raw.get("title"):
+            self._info(f"[dim]title: {_esc(str(update.raw['title']))}[/dim]")
+        elif kind == "current_mode_update":
+            self._info(f"[dim]mode: {_esc(str(update.raw.get('currentModeId')))}[/dim]")
+
+    def _tool(self, update: Update) -> None:
+        raw = update.raw
+        tid = str(raw.get("toolCallId"))
+        status = raw.get("status")
+        if update.kind == "tool_call":
+            title = raw.get("title") or tid
+            kind = raw.get("kind") or "other"
+            self._tool_status[tid] = status
+            mark = STATUS_MARK.get(str(status), "·")
+            self._info(f"[cyan]{mark} {_esc(str(title))}[/cyan] [dim]({kind}, {status})[/dim]")
+            self._tool_titles[tid] = str(title)
+            return
+        if status is not None and status != self._tool_status.get(tid):
+            self._tool_status[tid] = status
+            title = raw.get("title") or self._tool_titles.get(tid, tid)
+            colour = {"completed": "green", "failed": "red"}.get(str(status), "cyan")
+            mark = STATUS_MARK.get(str(status), "·")
+            self._info(f"[{colour}]{mark} {_esc(str(title))}: {status}[/{colour}]")
+
+    def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None:
+        if outcome.get("outcome") == "selected":
+            chosen = next(
+                (
+                    o.get("name", o.get("optionId"))
+                    for o in request.options
+                    if o.get("optionId") == outcome.get("optionId")
+                ),
+                outcome.get("optionId"),
+            )
+            self._info(
+                f"[yellow]permission[/yellow] {_esc(request.title)}: {_esc(str(chosen))} [dim]({how})[/dim]"
+            )
+        else:
+            self._info(f"[yellow]permission[/yellow] {_esc(request.title)}: cancelled [dim]({how})[/dim]")
+
+    def cancelling(self, reason: str) -> None:
+        self._cancel_started = time.monotonic()
+        what = {"interrupt": "Ctrl-C", "timeout": "turn timeout"}.get(reason, reason)
+        extra = " (Ctrl-C again to kill the agent)" if reason == "interrupt" else ""
+        self._info(f"[bold yellow]cancelling the turn ({what}){extra}[/bold yellow]")
+
+    def ladder_step(self, rung: Rung, elapsed: float) -> None:
+        colour = "yellow" if rung in (Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST) else "red"
+        self._info(f"[{colour}]  → {LADDER_TEXT[rung]}[/{colour}] [dim](+{elapsed * 1000:.0f} ms)[/dim]")
+
+    def result(self, result: TurnResult) -> None:
+        self._hide_spinner()
+        self._end_line()
+        if self.quiet:
+            return
+        res = result.resolution.value
+        detail = f"stop reason {result.stop_reason}" if result.stop_reason else "no stop reason"
+        if result.cancel is not None:
+            detail += (
+                f"; cancel resolved by {result.cancel.resolved_by} in {result.cancel.elapsed * 1000:.1f} ms"
+            )
+        colour = {"completed": "green", "cancelled": "yellow"}.get(res, "red")
+        self.err.print(f"[{colour}]turn {res}[/{colour}] [dim]({detail}; {result.elapsed:.2f} s)[/dim]")
+
+    def error(self, message: str) -> None:
+        self._hide_spinner()
+        self._end_line()
+        self.err.print(f"[bold red]error:[/bold red] {_esc(message)}")
+
+    def note(self, message: str) -> None:
+        self._info(f"[dim]{_esc(message)}[/dim]")
+
+
+def _esc(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)

@@ -1,0 +1,140 @@
+"""Helpers for the host driver's acceptance tests: real agent processes, no mocks.
+
+- ``reference(behavior)``: argv of the bundled reference agent with a ``--behavior``.
+- ``script(name)``: argv of a small misbehaving agent of ``tests/driver/agents``.
+- ``running(argv, ...)``: launch an agent; whatever happens in the test, its process group is
+  SIGKILLed at the end if anything of it is still alive (no test leaks processes).
+- ``assert_group_gone(pgid)``: no process of the group is left (zombies included: a zombie still
+  counts for ``killpg``; orphaned grandchildren get a few seconds to be reaped by init).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from acp_driver.driver import PromptTurn, RemoteAgent, Update, launch
+
+AGENTS = Path(__file__).with_name("agents")
+
+
+def reference(behavior: str) -> list[str]:
+    return [sys.executable, "-m", "acp_driver", "agent", "--behavior", behavior]
+
+
+def script(name: str) -> list[str]:
+    return [sys.executable, str(AGENTS / f"{name}.py")]
+
+
+def group_members(pgid: int) -> list[str]:
+    """``pid state cmdline`` of every process whose process group is ``pgid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            found.append(f"{entry} {fields[0]} {cmdline.strip()}")
+    return found
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+async def assert_group_gone(pgid: int, *, grace: float = 5.0) -> None:
+    """No process of group ``pgid`` survives (``os.killpg(pgid, 0)`` raises ProcessLookupError).
+
+    SIGKILLed members take a moment to die and orphaned ones to be reaped by init: allow ``grace``.
+    """
+    deadline = time.monotonic() + grace
+    while group_alive(pgid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process group {pgid} survives: {group_members(pgid)}")
+        await asyncio.sleep(0.05)
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        pass
+    else:  # pragma: no cover - the loop above makes this unreachable
+        raise AssertionError(f"process group {pgid} survives")
+
+
+async def close_and_check(agent: RemoteAgent) -> None:
+    """``aclose`` the agent; then it must have been reaped and its whole group be gone."""
+    await agent.aclose()
+    assert agent.returncode is not None, "agent process not reaped after aclose()"
+    await assert_group_gone(agent.process.pgid)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+@contextlib.asynccontextmanager
+async def running(argv: Sequence[str], **options: Any) -> AsyncIterator[RemoteAgent]:
+    """Launch an agent for a test; its group never outlives the test, pass or fail."""
+    agent = await launch(argv, **options)
+    try:
+        yield agent
+    finally:
+        pgid = agent.process.pgid
+        try:
+            async with asyncio.timeout(15):
+                await agent.aclose()
+        finally:
+            _kill_group(pgid)
+
+
+async def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+async def take(turn: PromptTurn, count: int) -> list[Update]:
+    """The turn's first ``count`` updates (fewer if it ends first)."""
+    got: list[Update] = []
+    async for update in turn:
+        got.append(update)
+        if len(got) >= count:
+            break
+    return got
+
+
+def read_pids(path: Path) -> dict[str, int]:
+    """``role -> pid`` from an agent's pid file (see ``agents/_acp.py``)."""
+    pids = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            role, pid = line.split()
+            pids[role] = int(pid)
+    return pids

@@ -1,0 +1,54 @@
+"""Answers each prompt, then keeps sending updates of the turn after the response (a peer violation).
+
+Turn 1: a chunk (messageId m1) and a tool call ``call_1`` left in progress, the response, and a
+late chunk of m1. With ``ACP_TEST_LATE_MODE=same_write`` the response and the late chunk go out
+in a single write (the host reads them in one chunk); with ``delayed`` (default) the late chunk
+follows 0.3 s after the response.
+
+Turn 2 (and later): first, before anything of its own, a ``tool_call_update`` completing
+``call_1`` and a chunk of m1 (both belong to turn 1: late); then its own chunk (messageId m2)
+and the response ``end_turn``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _acp  # noqa: E402
+
+_acp.record_pid("agent")
+mode = os.environ.get("ACP_TEST_LATE_MODE", "delayed")
+stream = _acp.messages()
+turn = 0
+while (msg := _acp.next_prompt(stream)) is not None:
+    turn += 1
+    sid = msg["params"]["sessionId"]
+    if turn == 1:
+        _acp.send(
+            _acp.chunk(sid, "turn 1 text", "m1"),
+            _acp.update(
+                sid,
+                {"sessionUpdate": "tool_call", "toolCallId": "call_1", "title": "t", "status": "in_progress"},
+            ),
+        )
+        time.sleep(0.1)
+        response = _acp.result(msg["id"], {"stopReason": "end_turn"})
+        late = _acp.chunk(sid, "late after turn 1", "m1")
+        if mode == "same_write":
+            _acp.send(response, late)
+        else:
+            _acp.send(response)
+            time.sleep(0.3)
+            _acp.send(late)
+    else:
+        _acp.send(
+            _acp.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "completed"}),
+            _acp.chunk(sid, "late during turn 2", "m1"),
+        )
+        time.sleep(0.1)
+        _acp.send(_acp.chunk(sid, f"turn {turn} text", f"m{turn}"))
+        time.sleep(0.1)
+        _acp.send(_acp.result(msg["id"], {"stopReason": "end_turn"}))
