@@ -50,6 +50,10 @@ BEHAVIORS = (
 )
 
 
+class TurnFailure(RpcError):
+    """``/fail``: end the turn with this JSON-RPC error."""
+
+
 class ReferenceAgent(Agent):
     name = "acp-driver-reference-agent"
     title = "acp-driver reference agent"
@@ -126,8 +130,8 @@ class ReferenceAgent(Agent):
         except CapabilityError as exc:
             await turn.message(f"error: /{name}: {exc.message}\n")
         except RpcError as exc:
-            if exc.code == -32800:
-                raise  # our request was cancelled: the turn is being cancelled
+            if exc.code == -32800 or isinstance(exc, TurnFailure):
+                raise  # a cancelled request (the turn is being cancelled), or /fail
             await turn.message(f"error: /{name}: {exc.message} (code {exc.code})\n")
         return None
 
@@ -216,7 +220,7 @@ class ReferenceAgent(Agent):
         turn.after_end(send_title)  # like real agents: a title right after the response
 
     async def cmd_fail(self, turn: Turn, args: list[str]) -> None:
-        raise RpcError(-32603, " ".join(args) or "failed on request")
+        raise TurnFailure(-32603, " ".join(args) or "failed on request")
 
     async def cmd_stop(self, turn: Turn, args: list[str]) -> str:
         return args[0] if args else "end_turn"

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import functools
 import importlib.metadata
 import json
 import os
+import shutil
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from packaging.version import InvalidVersion, Version
@@ -54,15 +58,19 @@ def sdk_problem() -> str | None:
     return None
 
 
-@pytest.fixture(autouse=True)
-def _require_sdk() -> None:
-    problem = sdk_problem()
-    if problem is None:
-        return
+def not_run(problem: str) -> NoReturn:
+    """Skip the test loudly with ``problem`` -- or fail it when ``ACP_INTEROP_REQUIRED`` is set."""
     message = f"INTEROP TESTS NOT RUN: {problem}"
     if os.environ.get("ACP_INTEROP_REQUIRED"):
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+@pytest.fixture(autouse=True)
+def _require_sdk() -> None:
+    problem = sdk_problem()
+    if problem is not None:
+        not_run(problem)
 
 
 @dataclass
@@ -199,3 +207,296 @@ async def sdk_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
     assert conn.violations == 0, (
         f"our connection saw {conn.violations} protocol violation(s)\n{peer.report()}"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Peers installed by the test setup: the official SDKs at pinned versions, in a cache folder.
+#
+# ``<repo>/.cache/interop/`` (git-ignored; ``ACP_INTEROP_CACHE`` overrides it) holds one venv per
+# Python SDK version (``python -m venv`` + pip) and one npm folder for the TypeScript SDK (run
+# with the machine's ``node``). Each is reused when the installed version matches the pin, and
+# installed at most once per test session (under a file lock, so parallel sessions do not race).
+# Whatever cannot be installed (no network, no node...) makes the tests that need it SKIP with
+# the reason -- or FAIL with ``ACP_INTEROP_REQUIRED=1``.
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CACHE_DIR = Path(os.environ.get("ACP_INTEROP_CACHE") or REPO_ROOT / ".cache" / "interop")
+PEERS_DIR = Path(__file__).with_name("peers")
+PY_SDK_VERSIONS = ("0.12.1", "1.0.0rc3")
+"""``agent-client-protocol`` versions tested: the latest stable and the 1.0 pre-release."""
+TS_SDK_PACKAGE = "@agentclientprotocol/sdk"
+TS_SDK_VERSION = "2.4.0"
+NODE_MIN_MAJOR = 20  # the TS peers use AbortSignal.any (Node 20.3+)
+INSTALL_TIMEOUT = 150.0
+SCRIPT_TIMEOUT = 60.0
+
+
+class InstallError(Exception):
+    """A peer could not be installed; the message says what failed."""
+
+
+@dataclass(frozen=True)
+class PythonSdk:
+    version: str
+    python: Path
+
+    @property
+    def has_cancel_request(self) -> bool:
+        """``$/cancel_request`` support arrived in the SDK's 1.0 line."""
+        return Version(self.version).release >= (1,)
+
+
+@dataclass(frozen=True)
+class TypeScriptSdk:
+    version: str
+    node: Path
+    folder: Path
+    """Where ``npm install`` ran (holds ``node_modules/``): the peers' ``ACP_TS_SDK_DIR``."""
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _run_install(argv: list[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        proc = subprocess.run(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT,
+            check=False,
+        )
+    except FileNotFoundError as exc:
+        raise InstallError(f"{what}: {exc}") from exc
+    except subprocess.TimeoutExpired as exc:
+        raise InstallError(f"{what}: timed out after {INSTALL_TIMEOUT:.0f}s") from exc
+    if proc.returncode != 0:
+        raise InstallError(
+            f"{what} failed (exit status {proc.returncode}):\n{_tail(proc.stderr or proc.stdout)}"
+        )
+    return proc.stdout
+
+
+class PeerInstaller:
+    """Installs (or reuses) each pinned peer once per session; remembers failures too."""
+
+    def __init__(self, cache: Path) -> None:
+        self.cache = cache
+        self._done: dict[str, PythonSdk | TypeScriptSdk | InstallError] = {}
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.cache.mkdir(parents=True, exist_ok=True)
+        with (self.cache / ".install.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _once(self, key: str, install: Callable[[], PythonSdk | TypeScriptSdk]) -> Any:
+        if key not in self._done:
+            try:
+                with self._locked():
+                    self._done[key] = install()
+            except InstallError as exc:
+                self._done[key] = exc
+            except OSError as exc:
+                self._done[key] = InstallError(f"{type(exc).__name__}: {exc}")
+        found = self._done[key]
+        if isinstance(found, InstallError):
+            raise found
+        return found
+
+    def python_sdk(self, version: str) -> PythonSdk:
+        """A venv with ``agent-client-protocol==version``."""
+        return self._once(f"py-{version}", lambda: self._install_python_sdk(version))  # type: ignore[no-any-return]
+
+    def typescript_sdk(self) -> TypeScriptSdk:
+        """A folder with ``@agentclientprotocol/sdk@TS_SDK_VERSION`` and the machine's node."""
+        return self._once("ts", self._install_typescript_sdk)  # type: ignore[no-any-return]
+
+    def _install_python_sdk(self, version: str) -> PythonSdk:
+        venv = self.cache / f"python-sdk-{version}"
+        python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        probe = [str(python), "-c", f"import importlib.metadata as m; print(m.version({SDK_DIST!r}))"]
+        if python.exists():
+            with contextlib.suppress(InstallError):
+                if _run_install(probe, "probe").strip() == version:
+                    return PythonSdk(version, python)
+            shutil.rmtree(venv)
+        requirement = f"{SDK_DIST}=={version}"
+        _run_install([sys.executable, "-m", "venv", str(venv)], f"python -m venv {venv}")
+        _run_install(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "-q",
+                requirement,
+            ],
+            f"pip install {requirement}",
+        )
+        installed = _run_install(probe, f"checking {requirement}").strip()
+        if installed != version:
+            raise InstallError(f"pip installed {SDK_DIST} {installed}, not {version}")
+        return PythonSdk(version, python)
+
+    def _install_typescript_sdk(self) -> TypeScriptSdk:
+        node = shutil.which("node")
+        if node is None:
+            raise InstallError("no `node` on PATH (the TypeScript SDK peers run on Node.js)")
+        raw = _run_install([node, "--version"], "node --version").strip()
+        try:
+            major = int(raw.lstrip("v").split(".")[0])
+        except ValueError as exc:
+            raise InstallError(f"cannot parse `node --version` output {raw!r}") from exc
+        if major < NODE_MIN_MAJOR:
+            raise InstallError(f"node {raw} is too old: the TypeScript peers need Node.js {NODE_MIN_MAJOR}+")
+        folder = self.cache / f"typescript-sdk-{TS_SDK_VERSION}"
+        manifest = folder / "node_modules" / Path(*TS_SDK_PACKAGE.split("/")) / "package.json"
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(manifest.read_text())["version"] == TS_SDK_VERSION:
+                return TypeScriptSdk(TS_SDK_VERSION, Path(node), folder)
+        npm = shutil.which("npm")
+        if npm is None:
+            raise InstallError("no `npm` on PATH to install the TypeScript SDK")
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        (folder / "package.json").write_text(
+            json.dumps({"name": "acp-driver-interop-peers", "private": True, "type": "module"}) + "\n"
+        )
+        spec = f"{TS_SDK_PACKAGE}@{TS_SDK_VERSION}"
+        _run_install(
+            [npm, "install", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error", spec],
+            f"npm install {spec} (in {folder})",
+            cwd=folder,
+        )
+        try:
+            installed = json.loads(manifest.read_text())["version"]
+        except (OSError, ValueError) as exc:
+            raise InstallError(f"npm install {spec} left no readable {manifest}: {exc}") from exc
+        if installed != TS_SDK_VERSION:
+            raise InstallError(f"npm installed {TS_SDK_PACKAGE} {installed}, not {TS_SDK_VERSION}")
+        return TypeScriptSdk(TS_SDK_VERSION, Path(node), folder)
+
+
+@pytest.fixture(scope="session")
+def interop_peers() -> PeerInstaller:
+    """The session's peer installer: ``.python_sdk(version)``, ``.typescript_sdk()``."""
+    return PeerInstaller(CACHE_DIR)
+
+
+def python_sdk_or_skip(installer: PeerInstaller, version: str) -> PythonSdk:
+    try:
+        return installer.python_sdk(version)
+    except InstallError as exc:
+        not_run(f"cannot install the Python SDK peer {SDK_DIST}=={version} into {installer.cache}: {exc}")
+
+
+def typescript_sdk_or_skip(installer: PeerInstaller) -> TypeScriptSdk:
+    try:
+        return installer.typescript_sdk()
+    except InstallError as exc:
+        not_run(f"cannot install the TypeScript SDK peer {TS_SDK_PACKAGE}@{TS_SDK_VERSION}: {exc}")
+
+
+PEER_IDS = (*(f"python-sdk-{v}" for v in PY_SDK_VERSIONS), f"typescript-sdk-{TS_SDK_VERSION}")
+
+
+@dataclass(frozen=True)
+class SdkPeer:
+    """One official SDK, ready to run a peer script written with it."""
+
+    id: str
+    kind: str
+    """``python`` or ``typescript``."""
+    version: str
+    interpreter: Path
+    env: dict[str, str]
+    """What the peer scripts need in their environment (``ACP_TS_SDK_DIR``)."""
+    has_cancel_request: bool
+    """The SDK implements ``$/cancel_request`` (both directions)."""
+
+    def script(self, role: str) -> list[str]:
+        """argv running this SDK's ``agent`` or ``client`` peer script."""
+        name = {"python": f"sdk_{role}.py", "typescript": f"ts_{role}.mjs"}[self.kind]
+        return [str(self.interpreter), str(PEERS_DIR / name)]
+
+
+@pytest.fixture(params=PEER_IDS)
+def sdk(request: pytest.FixtureRequest, interop_peers: PeerInstaller) -> SdkPeer:
+    """Each official SDK in turn (Python 0.12.1, Python 1.0.0rc3, TypeScript), installed."""
+    peer_id: str = request.param
+    if peer_id.startswith("python-sdk-"):
+        version = peer_id.removeprefix("python-sdk-")
+        py = python_sdk_or_skip(interop_peers, version)
+        return SdkPeer(peer_id, "python", version, py.python, {}, py.has_cancel_request)
+    ts = typescript_sdk_or_skip(interop_peers)
+    return SdkPeer(peer_id, "typescript", ts.version, ts.node, {"ACP_TS_SDK_DIR": str(ts.folder)}, True)
+
+
+@dataclass
+class ScriptRun:
+    argv: list[str]
+    returncode: int | None
+    stdout: str
+    stderr: str
+
+    def report(self) -> str:
+        return f"$ {' '.join(self.argv)}\nexit status {self.returncode}\n--- stderr ---\n{_tail(self.stderr, 60)}"
+
+    def json(self) -> dict[str, Any]:
+        """The one JSON object the peer script printed last on stdout."""
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        if not lines:
+            pytest.fail(f"the peer script printed nothing on stdout\n{self.report()}", pytrace=False)
+        try:
+            result: dict[str, Any] = json.loads(lines[-1])
+        except ValueError:
+            pytest.fail(
+                f"the peer script's last line is not JSON: {lines[-1]!r}\n{self.report()}", pytrace=False
+            )
+        return result
+
+
+async def run_script(argv: list[str], env: dict[str, str], timeout: float = SCRIPT_TIMEOUT) -> ScriptRun:
+    """Run a peer script in its own process group; kill the whole group if it outlives ``timeout``."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **env},
+        start_new_session=True,
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        out, err = await proc.communicate()
+        run = ScriptRun(argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+        pytest.fail(f"peer script still running after {timeout}s (killed)\n{run.report()}", pytrace=False)
+    finally:
+        # The script's own children (the agent it spawned) must not outlive it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return ScriptRun(argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def read_agent_trace(path: Path) -> list[tuple[str, str]]:
+    """The (direction, raw line) pairs ``peers/traced_agent.py`` wrote, in wire order."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return []
+    entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [(e["d"], e["line"]) for e in entries]

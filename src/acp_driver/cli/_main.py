@@ -151,6 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--timeout", metavar="SEC", type=float, default=10.0, help="how long to wait for each step"
     )
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit nonzero when any MUST, SHOULD or MAY rule fails (not only MUST)",
+    )
     check.add_argument("--cwd", metavar="DIR", default=None, help="the sessions' working directory")
     check.add_argument(
         "agent_command", nargs=argparse.REMAINDER, help="-- AGENT_CMD... (default: reference agent)"

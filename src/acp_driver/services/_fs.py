@@ -143,12 +143,7 @@ class LocalFileSystem:
         return self._target(session, path).real
 
     def _target(self, session: SessionLike, path: object) -> _Target:
-        checked = check_absolute(path)
-        real, root = confine(checked, self.roots(session))
-        if real == root:
-            return _Target(checked, real, root, (), None)
-        parts = tuple(os.path.relpath(real, root).split(os.sep))
-        return _Target(checked, real, root, parts[:-1], parts[-1])
+        return _target_in([*session.roots, *self.extra_roots], path)
 
     # ------------------------------------------------------------------ read
 
@@ -161,8 +156,13 @@ class LocalFileSystem:
             raise refused(f'"line" must be an integer >= 1 (1-based), got {line!r}', REASON_INVALID_PARAMS)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise refused(f'"limit" must be an integer >= 0, got {limit!r}', REASON_INVALID_PARAMS)
-        target = self._target(session, path)
-        data = await asyncio.to_thread(self._read_bytes, target, line, limit)
+        check_absolute(path)  # cheap refusals without a thread hop
+        roots = [*session.roots, *self.extra_roots]
+        return await asyncio.to_thread(self._read_text, roots, path, line, limit)
+
+    def _read_text(self, roots: list[str], path: str, line: int | None, limit: int | None) -> str:
+        target = _target_in(roots, path)
+        data = self._read_bytes(target, line, limit)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -252,7 +252,12 @@ class LocalFileSystem:
             raise refused("writing files is disabled on this host", REASON_DISABLED, path=path)
         if not isinstance(content, str):
             raise refused('"content" must be a string', REASON_INVALID_PARAMS, path=path)
-        target = self._target(session, path)
+        check_absolute(path)
+        roots = [*session.roots, *self.extra_roots]
+        await asyncio.to_thread(self._write_text, roots, path, content)
+
+    def _write_text(self, roots: list[str], path: str, content: str) -> None:
+        target = _target_in(roots, path)
         if target.name is None:
             raise refused(f"{target.path} is a directory, not a file", REASON_IS_DIRECTORY, path=target.path)
         try:
@@ -270,7 +275,7 @@ class LocalFileSystem:
                 path=target.path,
                 limit=self.max_write_bytes,
             )
-        await asyncio.to_thread(self._write_bytes, target, data)
+        self._write_bytes(target, data)
 
     def _write_bytes(self, target: _Target, data: bytes) -> None:
         name = target.name
@@ -322,6 +327,16 @@ class LocalFileSystem:
 # ---------------------------------------------------------------------- helpers
 
 
+def _target_in(roots: list[str], path: object) -> _Target:
+    checked = check_absolute(path)
+    resolved = resolve_roots(roots)
+    real, root = confine(checked, resolved)
+    if real == root:
+        return _Target(checked, real, root, (), None)
+    parts = tuple(os.path.relpath(real, root).split(os.sep))
+    return _Target(checked, real, root, parts[:-1], parts[-1])
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -350,6 +365,11 @@ def _open_parents(target: _Target, *, create: bool, verb: str) -> int:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o777, dir_fd=fd)
                 nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                # O_DIRECTORY|O_NOFOLLOW on a symlink: ENOTDIR (Linux) or ELOOP.
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP) and _is_symlink(part, fd):
+                    raise _changed(target) from None
+                raise
             os.close(fd)
             fd = nfd
     except OSError as exc:
@@ -365,6 +385,13 @@ def _open_parents(target: _Target, *, create: bool, verb: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _is_symlink(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _require_regular(mode: int, target: _Target) -> None:

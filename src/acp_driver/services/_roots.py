@@ -78,7 +78,7 @@ def confine(path: str, roots: Sequence[str], *, what: str = "path") -> tuple[str
         real = os.path.realpath(path)
     except (OSError, ValueError) as exc:
         raise refused(f"{what} {path} cannot be resolved: {exc}", REASON_INVALID_PATH, path=path) from exc
-    shown = path if real == os.path.normpath(path) else f"{path} (resolves to {real})"
+    shown = path if real == path else f"{path} (resolves to {real})"
     for tree in SPECIAL_TREES:
         if within(real, tree):
             raise refused(

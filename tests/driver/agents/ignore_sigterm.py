@@ -8,7 +8,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _acp  # noqa: E402
+import _acp
 
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 _acp.record_pid("agent")

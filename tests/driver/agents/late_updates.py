@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _acp  # noqa: E402
+import _acp
 
 _acp.record_pid("agent")
 mode = os.environ.get("ACP_TEST_LATE_MODE", "delayed")
@@ -45,7 +45,9 @@ while (msg := _acp.next_prompt(stream)) is not None:
             _acp.send(late)
     else:
         _acp.send(
-            _acp.update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "completed"}),
+            _acp.update(
+                sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "completed"}
+            ),
             _acp.chunk(sid, "late during turn 2", "m1"),
         )
         time.sleep(0.1)

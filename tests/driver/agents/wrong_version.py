@@ -8,7 +8,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _acp  # noqa: E402
+import _acp
 
 _acp.record_pid("agent")
 version = json.loads(os.environ.get("ACP_TEST_VERSION", "99"))

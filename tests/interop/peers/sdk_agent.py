@@ -15,6 +15,10 @@ stdin ends. What it does for a prompt (the text of its text blocks):
 - ``/permission``: a ``tool_call``, then ``session/request_permission`` (options ``allow`` /
   ``reject``); reports ``permission outcome: <selected ID|cancelled>`` as a message chunk and
   the tool call ``completed`` or ``failed``; ends ``cancelled`` when the outcome is cancelled.
+  With SDK 1.0, ``$/cancel_request`` on the prompt cancels the handler's task, and the SDK
+  cascades: it sends ``$/cancel_request`` for the pending permission request.
+- ``/permission-withdraw MS``: the same, but the agent stops waiting for the answer after MS ms
+  (``asyncio.timeout``) and reports ``permission outcome: withdrawn``; ends ``end_turn``.
 - anything else: echoed back as one ``agent_message_chunk``; ends ``end_turn``.
 
 Extension methods: ``_sdk/sleep`` ``{"ms": N}`` (answers ``{"slept": N}``) and ``_sdk/echo``.
@@ -71,7 +75,9 @@ class InteropAgent:
         return InitializeResponse(
             protocol_version=PROTOCOL_VERSION,
             agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="sdk-interop-agent", title="SDK interop agent", version=SDK_VERSION),
+            agent_info=Implementation(
+                name="sdk-interop-agent", title="SDK interop agent", version=SDK_VERSION
+            ),
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
@@ -99,6 +105,8 @@ class InteropAgent:
             return await self.sleep(session_id, int(text.split()[1]), cancelled)
         if text == "/permission":
             return await self.permission(session_id, cancelled)
+        if text.startswith("/permission-withdraw"):
+            return await self.permission(session_id, cancelled, withdraw_after=int(text.split()[1]))
         await self.say(session_id, text)
         return PromptResponse(stop_reason="end_turn")
 
@@ -114,7 +122,9 @@ class InteropAgent:
             waiter.cancel()
         return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
 
-    async def permission(self, session_id: str, cancelled: asyncio.Event) -> PromptResponse:
+    async def permission(
+        self, session_id: str, cancelled: asyncio.Event, withdraw_after: int | None = None
+    ) -> PromptResponse:
         tool_call_id = f"call-{next(_tool_ids)}"
         start = ToolCallStart.model_validate(
             {
@@ -126,21 +136,37 @@ class InteropAgent:
             }
         )
         await self.conn.session_update(session_id=session_id, update=start)
-        response = await self.conn.request_permission(
+        asking = self.conn.request_permission(
             session_id=session_id,
             tool_call=ToolCallUpdate.model_validate(
-                {"toolCallId": tool_call_id, "title": "Edit a pretend file", "kind": "edit", "status": "pending"}
+                {
+                    "toolCallId": tool_call_id,
+                    "title": "Edit a pretend file",
+                    "kind": "edit",
+                    "status": "pending",
+                }
             ),
             options=[
                 PermissionOption.model_validate({"optionId": "allow", "name": "Allow", "kind": "allow_once"}),
-                PermissionOption.model_validate({"optionId": "reject", "name": "Reject", "kind": "reject_once"}),
+                PermissionOption.model_validate(
+                    {"optionId": "reject", "name": "Reject", "kind": "reject_once"}
+                ),
             ],
         )
-        outcome = response.outcome
-        if outcome.outcome == "selected":
-            described = f"selected {outcome.option_id}"
+        if withdraw_after is None:
+            response = await asking
         else:
-            described = str(outcome.outcome)
+            # The agent gives up on the answer (internal cancellation): SDK 1.0 then sends
+            # $/cancel_request for the request; SDK 0.12 sends nothing.
+            try:
+                async with asyncio.timeout(withdraw_after / 1000):
+                    response = await asking
+            except TimeoutError:
+                log("permission request withdrawn")
+                await self.say(session_id, "permission outcome: withdrawn")
+                return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
+        outcome = response.outcome
+        described = f"selected {outcome.option_id}" if outcome.outcome == "selected" else str(outcome.outcome)
         allowed = outcome.outcome == "selected" and outcome.option_id == "allow"
         progress = ToolCallProgress.model_validate(
             {

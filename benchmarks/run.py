@@ -1,0 +1,561 @@
+#!/usr/bin/env python3
+"""The benchmark harness: acp-driver vs the official ACP SDKs vs a minimal "ceiling" peer pair.
+
+One command (see docs/benchmarks.md)::
+
+    python3 benchmarks/run.py [--quick] [--repeat N] [--only IMPL,...] [--workloads W,...]
+                              [--no-chart] [--write | --no-write]
+
+It prepares its own environments under ``benchmarks/.work/`` (git-ignored; reused when present),
+then runs the same protocol-level workloads against five implementations, each host in its own
+process (``benchmarks/runners/*``), ``--repeat`` times, interleaved, and reports medians:
+
+- ``acp-driver``:   our host driver <-> our reference agent (this repo's ``src``);
+- ``sdk-0.12.1``:   official Python SDK ``ClientSideConnection`` <-> an agent written with it;
+- ``sdk-1.0.0rc3``: the same with the 1.0.0rc3 SDK;
+- ``ts-2.4.0``:     official TypeScript SDK 2.4.0 client app <-> agent app, both on node;
+- ``ceiling``:      a minimal asyncio + orjson NDJSON client <-> agent (no framework).
+
+It prints one table (rows: workloads; columns: implementations, ratios, targets, PASS/FAIL). A full
+run (no ``--quick``, all five implementations) also writes ``benchmarks/results.json``,
+``docs/benchmarks.png`` and the results section of ``docs/benchmarks.md``; other runs write
+``benchmarks/.work/results-partial.json`` only (override with ``--write``/``--no-write``).
+
+Exit status: 0 when every runner ran and every selected workload produced a number (a missed
+target is reported as FAIL, not as an error); 1 otherwise; 2 on an environment problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORK = HERE / ".work"
+RUNNERS = HERE / "runners"
+DOCS = ROOT / "docs"
+RESULTS = HERE / "results.json"
+CHART = DOCS / "benchmarks.png"
+DOC = DOCS / "benchmarks.md"
+BEGIN = "<!-- BEGIN GENERATED RESULTS (benchmarks/run.py) -->"
+END = "<!-- END GENERATED RESULTS -->"
+
+SDK_OLD = "0.12.1"
+SDK_NEW = "1.0.0rc3"
+TS_SDK = "2.4.0"
+TS_PACKAGE = "@agentclientprotocol/sdk"
+
+IMPLS = ["acp-driver", f"sdk-{SDK_OLD}", f"sdk-{SDK_NEW}", f"ts-{TS_SDK}", "ceiling"]
+SDKS = IMPLS[1:4]
+ALIASES = {"acp": "acp-driver", "ts": f"ts-{TS_SDK}", "sdk-old": f"sdk-{SDK_OLD}", "sdk-new": f"sdk-{SDK_NEW}"}
+WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "cold", "storm", "ignored"]
+
+SIZES: dict[str, dict[str, Any]] = {
+    "full": {
+        "warmup": 500,
+        "seq": 5000,
+        "conc1k": 1000,
+        "conc1k_rounds": 5,
+        "conc10k": 10000,
+        "conc10k_rounds": 2,
+        "stream": 50000,
+        "cancel": 200,
+        "cold": 10,
+        "storm": 10000,
+        "ignored_budget": 2.0,
+    },
+    "quick": {
+        "warmup": 50,
+        "seq": 200,
+        "conc1k": 100,
+        "conc1k_rounds": 1,
+        "conc10k": 300,
+        "conc10k_rounds": 1,
+        "stream": 500,
+        "cancel": 10,
+        "cold": 2,
+        "storm": 200,
+        "ignored_budget": 0.5,
+    },
+}
+
+# Targets for acp-driver, checked in the same run: (text, check(value, results, metric)).
+TARGETS: dict[str, tuple[str, Any]] = {
+    "seq_rps": ("≥ 90 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.90),
+    "conc1k_rps": ("≥ 75 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.75),
+    "stream_ups": ("≥ 150k/s", lambda v, r, m: v >= 150_000),
+    "cancel_p50_ms": ("≤ 0.4 ms", lambda v, r, m: v <= 0.4),
+    "cancel_p99_ms": ("≤ 2 ms", lambda v, r, m: v <= 2.0),
+    "cold_start_ms": ("≤ 150 ms", lambda v, r, m: v <= 150),
+    "rss_host_idle_mib": ("≤ 30 MiB", lambda v, r, m: v <= 30),
+    "rss_host_load_mib": ("≤ 45 MiB", lambda v, r, m: v <= 45),
+    "storm_ms": (
+        "all answered ≤ 1 s, ledger empty",
+        lambda v, r, m: v <= 1000 and bool(r.get("acp-driver", {}).get("storm_ledger_empty")),
+    ),
+    "ignored_s": (
+        "resolved ≤ budget",
+        lambda v, r, m: v <= float(r.get("acp-driver", {}).get("ignored_budget_s", math.inf)),
+    ),
+}
+
+
+def _ratio(value: float, results: dict[str, dict[str, Any]], metric: str, other: str) -> float:
+    base = results.get(other, {}).get(metric)
+    return value / base if isinstance(base, (int, float)) and base else math.nan
+
+
+def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
+    """(metric, workload, label, higher_is_better)."""
+    return [
+        ("seq_rps", "seq", f"1. sequential round trips, req/s (n={cfg['seq']})", True),
+        ("conc1k_rps", "conc1k", f"2. {cfg['conc1k']} concurrent requests, req/s", True),
+        ("conc10k_rps", "conc10k", f"3. {cfg['conc10k']} concurrent requests, req/s", True),
+        ("stream_ups", "stream", f"4. session/update stream, updates/s (n={cfg['stream']})", True),
+        ("cancel_p50_ms", "cancel", f"5. session/cancel → cancelled, p50 ms (n={cfg['cancel']})", False),
+        ("cancel_p99_ms", "cancel", "5. session/cancel → cancelled, p99 ms", False),
+        ("cold_start_ms", "cold", f"6. cold start → initialize answered, ms (median of {cfg['cold']})", False),
+        ("rss_host_idle_mib", "rss", "7. host RSS idle (after initialize), MiB", False),
+        ("rss_host_load_mib", "rss", "7. host RSS after the load, MiB", False),
+        ("rss_agent_idle_mib", "rss", "7. agent RSS idle, MiB", False),
+        ("rss_agent_load_mib", "rss", "7. agent RSS after the load, MiB", False),
+        ("storm_ms", "storm", f"8. cancel storm: {cfg['storm']} in flight → all answered, ms", False),
+        (
+            "ignored_s",
+            "ignored",
+            f"9. ignored cancel: cancel → resolved, s (budget {cfg['ignored_budget']} s)",
+            False,
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------- environments
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def run_quiet(cmd: list[str], timeout: float = 900, **kw: Any) -> subprocess.CompletedProcess[str]:
+    log("$ " + shlex.join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if proc.returncode != 0:
+        raise SystemExit(f"[bench] command failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def ensure_venv(venv: Path, packages: list[str], check: str) -> Path:
+    """A venv under .work with ``packages``; reused when ``check`` (python code) succeeds in it."""
+    py = venv_python(venv)
+    if py.exists() and subprocess.run([str(py), "-c", check], capture_output=True, timeout=120).returncode == 0:
+        return py
+    if venv.exists():
+        shutil.rmtree(venv)
+    run_quiet([sys.executable, "-m", "venv", str(venv)])
+    run_quiet([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages])
+    if subprocess.run([str(py), "-c", check], capture_output=True, timeout=120).returncode != 0:
+        raise SystemExit(f"[bench] {venv} does not pass its check after install: {check}")
+    return py
+
+
+def acp_driver_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def acp_driver_python() -> Path:
+    """The current interpreter if it imports this repo's acp_driver (and orjson); else a bench venv
+    with ``pip install -e`` of the repo."""
+    check = (
+        "import sys, acp_driver, orjson, pathlib; "
+        f"sys.exit(0 if pathlib.Path(acp_driver.__file__).resolve().is_relative_to({str(ROOT / 'src')!r}) else 1)"
+    )
+    here = subprocess.run([sys.executable, "-c", check], env=acp_driver_env(), capture_output=True, timeout=120)
+    if here.returncode == 0:
+        return Path(sys.executable)
+    return ensure_venv(WORK / "venv-acp-driver", ["-e", str(ROOT)], check)
+
+
+def sdk_python(version: str) -> Path:
+    check = (
+        "import importlib.metadata as m, sys, acp, orjson; "
+        f"sys.exit(0 if m.version('agent-client-protocol') == {version!r} else 1)"
+    )
+    return ensure_venv(WORK / f"sdk-{version}", [f"agent-client-protocol=={version}", "orjson"], check)
+
+
+def node_binary() -> str | None:
+    return shutil.which("node")
+
+
+def ts_sdk_dir() -> Path:
+    """npm install of the TypeScript SDK under .work/ts (reused when the version matches)."""
+    base = WORK / "ts"
+    pkg = base / "node_modules" / "@agentclientprotocol" / "sdk"
+    try:
+        if json.loads((pkg / "package.json").read_text())["version"] == TS_SDK:
+            return pkg
+    except (OSError, ValueError, KeyError):
+        pass
+    npm = shutil.which("npm")
+    if npm is None:
+        raise SystemExit("[bench] npm not found: cannot install the TypeScript SDK")
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "package.json").write_text(json.dumps({"name": "acp-bench-ts", "private": True, "type": "module"}))
+    run_quiet([npm, "install", "--no-audit", "--no-fund", f"{TS_PACKAGE}@{TS_SDK}"], cwd=base)
+    return pkg
+
+
+def chart_python() -> Path:
+    check = "import matplotlib"
+    if subprocess.run([sys.executable, "-c", check], capture_output=True, timeout=120).returncode == 0:
+        return Path(sys.executable)
+    return ensure_venv(WORK / "chart", ["matplotlib"], check)
+
+
+def commands(impls: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The command and environment that runs each implementation's runner."""
+    out: dict[str, tuple[list[str], dict[str, str]]] = {}
+    if "acp-driver" in impls or "ceiling" in impls:
+        py = str(acp_driver_python())
+        env = acp_driver_env()
+        out["acp-driver"] = ([py, str(RUNNERS / "acp_driver_host.py")], env)
+        out["ceiling"] = ([py, str(RUNNERS / "ceiling_host.py")], env)
+    for version in (SDK_OLD, SDK_NEW):
+        if f"sdk-{version}" in impls:
+            env = dict(os.environ)
+            env.pop("PYTHONPATH", None)
+            out[f"sdk-{version}"] = ([str(sdk_python(version)), str(RUNNERS / "sdk_host.py")], env)
+    if f"ts-{TS_SDK}" in impls:
+        node = node_binary()
+        if node is None:
+            raise SystemExit("[bench] node not found: cannot run the TypeScript SDK (leave it out with --only)")
+        env = dict(os.environ, ACP_TS_SDK_DIR=str(ts_sdk_dir()))
+        out[f"ts-{TS_SDK}"] = ([node, str(RUNNERS / "ts_host.mjs")], env)
+    return {k: v for k, v in out.items() if k in impls}
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def run_runner(impl: str, cmd: list[str], env: dict[str, str], cfg: dict[str, Any], rep: int, timeout: float) -> dict[str, Any]:
+    logs = WORK / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    full = [*cmd, "--config", json.dumps(cfg)]
+    log(f"run {rep + 1}: {impl}")
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(full, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    except subprocess.TimeoutExpired as exc:
+        return {"impl": impl, "crashed": f"timed out after {timeout:.0f} s", "stderr": str(exc.stderr)[-2000:]}
+    (logs / f"{impl}-{rep + 1}.log").write_text(proc.stderr)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"impl": impl, "crashed": f"exit status {proc.returncode}", "stderr": proc.stderr[-2000:]}
+    data: dict[str, Any] = json.loads(lines[-1])
+    data["impl"] = impl
+    data["seconds"] = round(time.monotonic() - started, 2)
+    return data
+
+
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median of each metric over the runs (booleans: all true)."""
+    values: dict[str, list[Any]] = {}
+    for run in runs:
+        for key, value in run.get("results", {}).items():
+            if value is not None:
+                values.setdefault(key, []).append(value)
+    out: dict[str, Any] = {}
+    for key, vals in values.items():
+        if all(isinstance(v, bool) for v in vals):
+            out[key] = all(vals)
+        else:
+            out[key] = statistics.median(vals)
+    return out
+
+
+# ---------------------------------------------------------------------------- reporting
+
+
+def fmt(value: Any, metric: str) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, str):
+        return value
+    if metric.endswith(("_rps", "_ups")):
+        return f"{value:,.0f}"
+    if metric.endswith("_ms"):
+        return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
+    if metric.endswith("_s"):
+        return f"{value:.3f}"
+    return f"{value:.1f}"
+
+
+def best_sdk(metric: str, higher: bool, results: dict[str, dict[str, Any]]) -> tuple[str, float] | None:
+    cands = [(impl, results[impl][metric]) for impl in SDKS if isinstance(results.get(impl, {}).get(metric), (int, float))]
+    if not cands:
+        return None
+    return max(cands, key=lambda c: c[1]) if higher else min(cands, key=lambda c: c[1])
+
+
+def build_table(
+    impls: list[str], results: dict[str, dict[str, Any]], status: dict[str, dict[str, str]], cfg: dict[str, Any]
+) -> tuple[list[str], list[list[str]], dict[str, str]]:
+    header = ["workload", *impls, "acp ÷ ceiling", "acp ÷ best SDK", "target (acp-driver)", "PASS/FAIL"]
+    table: list[list[str]] = []
+    verdicts: dict[str, str] = {}
+    for metric, workload, label, higher in rows(cfg):
+        arrow = "↑" if higher else "↓"
+        line = [f"{label} {arrow}"]
+        for impl in impls:
+            value = results.get(impl, {}).get(metric)
+            if value is None:
+                line.append(status.get(impl, {}).get(workload, "—"))
+            else:
+                line.append(fmt(value, metric))
+        ours = results.get("acp-driver", {}).get(metric)
+        ceiling = results.get("ceiling", {}).get(metric)
+        numeric = isinstance(ours, (int, float)) and not isinstance(ours, bool)
+        line.append(f"{ours / ceiling:.2f}×" if numeric and isinstance(ceiling, (int, float)) and ceiling else "—")
+        best = best_sdk(metric, higher, results)
+        line.append(f"{ours / best[1]:.2f}× ({best[0]})" if numeric and best and best[1] else "—")
+        target = TARGETS.get(metric)
+        if target is None:
+            line += ["", ""]
+        elif not numeric:
+            line += [target[0], "—"]
+        else:
+            ok = bool(target[1](ours, results, metric))
+            verdicts[metric] = "PASS" if ok else "FAIL"
+            line += [target[0], verdicts[metric]]
+        table.append(line)
+    return header, table, verdicts
+
+
+def render_text(header: list[str], table: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *table]) for i in range(len(header))]
+    sep = "  "
+    out = [sep.join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    out.append(sep.join("-" * w for w in widths))
+    for row in table:
+        out.append(sep.join((c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+    return "\n".join(out)
+
+
+def render_markdown(header: list[str], table: list[list[str]]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for row in table:
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    return "\n".join(out)
+
+
+def machine_info(impl_cmds: dict[str, tuple[list[str], dict[str, str]]]) -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "os": platform.platform(),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    versions = {}
+    for impl, (cmd, _env) in impl_cmds.items():
+        if cmd[0].endswith("node"):
+            versions[impl] = "node " + subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout.strip()
+        else:
+            out = subprocess.run([cmd[0], "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True)
+            versions[impl] = "Python " + out.stdout.strip()
+    info["interpreters"] = versions
+    return info
+
+
+def write_chart(impls: list[str], results: dict[str, dict[str, Any]], cfg: dict[str, Any], path: Path, title: str) -> None:
+    """Bars per workload, each normalized to the ceiling (1.0 = ceiling; higher is better)."""
+    metrics = [(m, label, higher) for m, _w, label, higher in rows(cfg) if isinstance(results.get("ceiling", {}).get(m), (int, float))]
+    series: dict[str, list[float | None]] = {}
+    for impl in impls:
+        vals: list[float | None] = []
+        for metric, _label, higher in metrics:
+            v = results.get(impl, {}).get(metric)
+            c = results["ceiling"][metric]
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v or not c:
+                vals.append(None)
+            else:
+                vals.append(v / c if higher else c / v)
+        series[impl] = vals
+    spec = {
+        "title": title,
+        "labels": [re.sub(r"\s*\(.*?\)", "", label).replace(", ", "\n", 1) for _m, label, _h in metrics],
+        "series": series,
+        "out": str(path),
+    }
+    spec_path = WORK / "chart-spec.json"
+    spec_path.write_text(json.dumps(spec))
+    run_quiet([str(chart_python()), str(HERE / "chart.py"), str(spec_path)])
+
+
+def update_doc(markdown: str) -> None:
+    text = DOC.read_text() if DOC.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        text = text.rstrip() + f"\n\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    _old, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{BEGIN}\n{markdown.strip()}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test); implies --repeat 1")
+    parser.add_argument("--repeat", type=int, default=None, help="runs per implementation; medians are reported (default 3)")
+    parser.add_argument("--only", default=None, help=f"comma-separated implementations (default: all of {','.join(IMPLS)})")
+    parser.add_argument("--workloads", default=None, help=f"comma-separated workloads (default: all of {','.join(WORKLOADS)})")
+    parser.add_argument("--no-chart", action="store_true", help="do not draw docs/benchmarks.png")
+    write = parser.add_mutually_exclusive_group()
+    write.add_argument("--write", dest="write", action="store_true", default=None, help="write results.json and the docs")
+    write.add_argument("--no-write", dest="write", action="store_false", help="write benchmarks/.work/results-partial.json only")
+    opts = parser.parse_args(argv)
+
+    impls = IMPLS if opts.only is None else [ALIASES.get(x.strip(), x.strip()) for x in opts.only.split(",") if x.strip()]
+    unknown = [i for i in impls if i not in IMPLS]
+    if unknown:
+        parser.error(f"unknown implementation(s) {unknown}; choose from {IMPLS}")
+    impls = [i for i in IMPLS if i in impls]  # canonical order
+    workloads = WORKLOADS if opts.workloads is None else [w.strip() for w in opts.workloads.split(",") if w.strip()]
+    bad = [w for w in workloads if w not in WORKLOADS]
+    if bad:
+        parser.error(f"unknown workload(s) {bad}; choose from {WORKLOADS}")
+    repeat = opts.repeat if opts.repeat is not None else (1 if opts.quick else 3)
+    cfg = dict(SIZES["quick" if opts.quick else "full"], workloads=workloads)
+    official = not opts.quick and impls == IMPLS and workloads == WORKLOADS
+    write_official = official if opts.write is None else opts.write
+    command = "python3 benchmarks/run.py" + ("" if not (argv or sys.argv[1:]) else " " + shlex.join(argv or sys.argv[1:]))
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    try:
+        impl_cmds = commands(impls)
+    except subprocess.TimeoutExpired as exc:
+        log(f"environment set-up timed out: {exc}")
+        return 2
+    info = machine_info(impl_cmds)
+    log(f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start']}; sizes: {json.dumps(cfg)}")
+
+    timeout = 180.0 if opts.quick else 1200.0
+    runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
+    for rep in range(repeat):
+        for impl in impls:
+            cmd, env = impl_cmds[impl]
+            runs[impl].append(run_runner(impl, cmd, env, cfg, rep, timeout))
+
+    results = {impl: aggregate([r for r in runs[impl] if "crashed" not in r]) for impl in impls}
+    status: dict[str, dict[str, str]] = {}
+    problems: list[str] = []
+    for impl in impls:
+        st: dict[str, str] = {}
+        for run in runs[impl]:
+            if "crashed" in run:
+                problems.append(f"{impl}: runner {run['crashed']}\n{run.get('stderr', '')}")
+                continue
+            for w in run.get("na", {}):
+                st[w] = "n/a"
+            for w, err in run.get("errors", {}).items():
+                st[w] = "error"
+                problems.append(f"{impl}: {w} failed:\n{err}")
+        status[impl] = st
+    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+
+    header, table, verdicts = build_table(impls, results, status, cfg)
+    print(render_text(header, table))
+    print()
+    na_notes = sorted({f"{impl}: {w}: {why}" for impl in impls for run in runs[impl] for w, why in run.get("na", {}).items()})
+    for note in na_notes:
+        print(f"n/a  {note}")
+    acp_notes = [r.get("notes", {}) for r in runs.get("acp-driver", []) if "notes" in r]
+    for key in sorted({k for n in acp_notes for k in n}):
+        print(f"acp-driver {key}: " + " | ".join(str(n[key]) for n in acp_notes if key in n))
+    passed = sum(v == "PASS" for v in verdicts.values())
+    print(f"\ntargets: {passed} PASS, {len(verdicts) - passed} FAIL   (ratios are acp-driver ÷ other; ↑ higher is better, ↓ lower is better)")
+    print(f"machine: {info['cpu']}, {info['cores']} cores; load average {info['loadavg_start']} → {info['loadavg_end']}")
+
+    doc = {
+        "command": command,
+        "machine": info,
+        "sizes": cfg,
+        "repeat": repeat,
+        "implementations": impls,
+        "results": results,
+        "verdicts": verdicts,
+        "status": status,
+        "runs": runs,
+    }
+    if write_official:
+        RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
+        log(f"wrote {RESULTS.relative_to(ROOT)}")
+        chart_note = ""
+        if not opts.no_chart and "ceiling" in impls:
+            write_chart(impls, results, cfg, CHART, f"ACP implementations relative to the ceiling ({info['date']})")
+            log(f"wrote {CHART.relative_to(ROOT)}")
+            chart_note = "\n![benchmark chart: each implementation relative to the ceiling](benchmarks.png)\n"
+        interp = ", ".join(f"{k}: {v}" for k, v in info["interpreters"].items())
+        md = "\n".join(
+            [
+                f"Generated by `{command}` on {info['date']}.",
+                "",
+                f"- Machine: {info['cpu']}, {info['cores']} cores, {info['os']}; load average "
+                f"{info['loadavg_start']} at the start, {info['loadavg_end']} at the end (shared, noisy machine).",
+                f"- Interpreters: {interp}.",
+                f"- Medians of {repeat} runs per implementation (runs interleaved). Sizes: "
+                + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "workloads")
+                + ".",
+                f"- acp-driver targets: {passed} PASS, {len(verdicts) - passed} FAIL. Ratios are acp-driver ÷ other; "
+                "↑ rows: higher is better, ↓ rows: lower is better.",
+                "",
+                render_markdown(header, table),
+                "",
+                *[f"- n/a — {n}" for n in na_notes],
+                chart_note,
+            ]
+        )
+        update_doc(md)
+        log(f"wrote {DOC.relative_to(ROOT)}")
+    else:
+        partial = WORK / "results-partial.json"
+        partial.write_text(json.dumps(doc, indent=2) + "\n")
+        log(f"wrote {partial.relative_to(ROOT)} (not a full run: results.json and the docs left alone)")
+        if not opts.no_chart and "ceiling" in impls:
+            write_chart(impls, results, cfg, WORK / "benchmarks-partial.png", "partial run")
+
+    for problem in problems:
+        log("PROBLEM " + problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

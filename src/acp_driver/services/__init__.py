@@ -1,0 +1,43 @@
+"""Host services for the driver: local files and local terminals, confined to the session's roots.
+
+    from acp_driver.driver import ClientServices, launch
+    from acp_driver.services import LocalFileSystem, LocalTerminals
+
+    services = ClientServices(permission=..., fs=LocalFileSystem(), terminals=LocalTerminals())
+    agent = await launch(["my-agent", "--acp"], services=services)
+
+``LocalFileSystem`` serves ``fs/read_text_file`` and ``fs/write_text_file``; ``LocalTerminals``
+serves ``terminal/*``. Refusals are ``ServiceError`` (a ``RpcError``) with a clear message and a
+stable ``reason`` tag in the error's ``data``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._errors import ServiceError
+from ._fs import DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, LocalFileSystem
+from ._roots import SPECIAL_TREES, SessionLike
+from ._terminals import DEFAULT_OUTPUT_BYTE_LIMIT, MAX_OUTPUT_BYTE_LIMIT, LocalTerminals, Terminal
+
+if TYPE_CHECKING:
+    from ..driver._services import FileSystemService, TerminalService
+
+    def _conforms(
+        fs: LocalFileSystem, terminals: LocalTerminals
+    ) -> tuple[FileSystemService, TerminalService]:
+        return fs, terminals  # mypy: both implement the driver's protocols
+
+
+__all__ = [
+    "DEFAULT_MAX_READ_BYTES",
+    "DEFAULT_MAX_WRITE_BYTES",
+    "DEFAULT_OUTPUT_BYTE_LIMIT",
+    "MAX_OUTPUT_BYTE_LIMIT",
+    "SPECIAL_TREES",
+    "LocalFileSystem",
+    "LocalTerminals",
+    "ServiceError",
+    "SessionLike",
+    "Terminal",
+]

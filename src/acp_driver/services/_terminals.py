@@ -1,0 +1,536 @@
+"""``LocalTerminals``: the ``terminal/*`` methods as local processes, each in its own process group.
+
+- The command runs directly (``[command, *args]``, looked up on ``PATH``), never through a shell
+  unless ``allow_shell=True``. Without a shell, ``"ls | wc -l"`` is just a program name that does
+  not exist: the request fails with a clear error (``-32002``, ``command_not_found``).
+  With ``allow_shell=True`` the command line ``command`` (followed by the shell-quoted ``args``)
+  runs as ``/bin/sh -c LINE``.
+- ``cwd`` must be absolute and resolve inside the session's roots (default: ``session.cwd``).
+  This keeps the agent's commands where it was asked to work; it is **not** a sandbox: a command
+  can do anything the host's user can.
+- Environment: the host's environment (``inherit_env``), then ``extra_env``, then the agent's
+  ``env`` (the agent wins: it could prefix the command with ``env`` anyway).
+- stdin is ``/dev/null``; stdout and stderr share one pipe drained continuously. Output is kept
+  up to ``outputByteLimit`` bytes (default ``default_output_byte_limit``, at most
+  ``max_output_byte_limit``) by dropping the oldest bytes, cut at a UTF-8 character boundary
+  (spec MUST), with ``truncated: true``. Output is decoded as UTF-8 with replacement characters
+  for invalid bytes; while the command runs an incomplete trailing character is held back.
+- Each process leads its own process group (``ProcessGroup``). ``kill`` sends SIGTERM to the
+  whole group, SIGKILL after ``kill_grace`` seconds, and returns once the command has exited and
+  no live process of the group is left; the terminal stays valid for ``output`` and
+  ``wait_for_exit``. ``release`` kills the same way and forgets the id: later calls answer
+  ``-32002`` (``released_terminal``).
+- The exit is reported (``exitStatus``, ``wait_for_exit``) once the command exited and its
+  output pipe reached EOF, or ``exit_output_grace`` seconds later when a background process
+  still holds the pipe. Such leftovers stay until ``kill``/``release``.
+- Every terminal remembers its owner (the turn that created it, or the session).
+  ``release_owner(turn)`` releases the turn's terminals; ``release_owner(session)`` those of the
+  session and of all its turns. A terminal requested for an owner already released (a cancelled
+  turn) is refused with ``-32800`` and never started. ``aclose()`` releases everything and
+  refuses new terminals.
+- No orphans: every group is reaped (``ProcessGroup.reap``) and every live member SIGKILLed.
+  Processes that leave the group on purpose (``setsid``, daemons) are beyond a process group's
+  reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..aio._process import ProcessGroup, drain_pipe
+from ..core import RequestCancelledError
+from ._errors import (
+    REASON_CLOSED,
+    REASON_COMMAND_NOT_FOUND,
+    REASON_INVALID_PARAMS,
+    REASON_NOT_A_DIRECTORY,
+    REASON_OWNER_ENDED,
+    REASON_PERMISSION_DENIED,
+    REASON_RELEASED_TERMINAL,
+    REASON_SPAWN_FAILED,
+    REASON_UNKNOWN_TERMINAL,
+    ServiceError,
+    failed,
+    not_found,
+    refused,
+)
+from ._roots import SessionLike, check_absolute, confine, resolve_roots
+
+logger = logging.getLogger("acp_driver.services.terminals")
+
+DEFAULT_OUTPUT_BYTE_LIMIT = 1_000_000
+MAX_OUTPUT_BYTE_LIMIT = 64 * 1024 * 1024
+_SHELL_CHARACTERS = frozenset(" \t\n|&;<>()$`\\\"'*?[]#~=%{}")
+_REMEMBERED_RELEASED = 4096
+
+
+def utf8_tail_start(buf: bytes | bytearray, start: int) -> int:
+    """``start`` moved forward past UTF-8 continuation bytes (at most 3): a character boundary."""
+    end = min(len(buf), start + 3)
+    while start < end and (buf[start] & 0xC0) == 0x80:
+        start += 1
+    return start
+
+
+def utf8_complete_end(buf: bytes | bytearray) -> int:
+    """The length of ``buf`` without an incomplete UTF-8 sequence at its end."""
+    n = len(buf)
+    for back in range(1, min(4, n) + 1):
+        byte = buf[n - back]
+        if (byte & 0xC0) == 0x80:
+            continue  # continuation byte: keep looking for the lead byte
+        if byte >= 0xF0:
+            need = 4
+        elif byte >= 0xE0:
+            need = 3
+        elif byte >= 0xC0:
+            need = 2
+        else:
+            return n  # ASCII: complete
+        return n - back if back < need else n
+    return n
+
+
+def exit_status(code: int) -> dict[str, Any]:
+    """A ``TerminalExitStatus`` from a ``Popen`` return code."""
+    if code < 0:
+        try:
+            name: str = signal.Signals(-code).name
+        except ValueError:
+            name = f"SIG{-code}"
+        return {"exitCode": None, "signal": name}
+    return {"exitCode": code, "signal": None}
+
+
+def live_group_members(pgid: int) -> list[int] | None:
+    """Pids of the non-zombie processes of group ``pgid`` (None when ``/proc`` is unavailable)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    found = []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+class Terminal:
+    """One command started for the agent (internal; exposed for inspection in tests and UIs)."""
+
+    def __init__(
+        self,
+        terminal_id: str,
+        session_id: str,
+        owner: object,
+        process: ProcessGroup,
+        *,
+        argv: list[str],
+        cwd: str,
+        output_byte_limit: int,
+        exit_output_grace: float,
+    ) -> None:
+        self.id = terminal_id
+        self.session_id = session_id
+        self.owner = owner
+        self.process = process
+        self.argv = argv
+        self.cwd = cwd
+        self.output_byte_limit = output_byte_limit
+        self.truncated = False
+        self.total_bytes = 0
+        self.released = False
+        self._buf = bytearray()
+        self._eof = asyncio.Event()
+        self._settled = asyncio.Event()
+        self._exit_output_grace = exit_output_grace
+        self._transport: asyncio.BaseTransport | None = None
+        self._settle_task: asyncio.Task[None] | None = None
+        self._stop_task: asyncio.Task[None] | None = None
+        self._close_task: asyncio.Task[None] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def pgid(self) -> int:
+        return self.process.pgid
+
+    # ------------------------------------------------------------------ output
+
+    def _feed(self, data: bytes) -> None:
+        self.total_bytes += len(data)
+        buf = self._buf
+        buf += data
+        limit = self.output_byte_limit
+        if len(buf) > limit:
+            cut = utf8_tail_start(buf, len(buf) - limit)
+            del buf[:cut]
+            self.truncated = True
+
+    def _on_eof(self) -> None:
+        self._eof.set()
+
+    def _on_exit(self, code: int) -> None:
+        self._settle_task = asyncio.get_running_loop().create_task(self._settle(), name=f"settle {self.id}")
+
+    async def _settle(self) -> None:
+        # The exit counts once the output is complete: EOF, or a grace for a pipe held by leftovers.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._exit_output_grace):
+                await self._eof.wait()
+        self._settled.set()
+
+    @property
+    def exited(self) -> bool:
+        """Whether the exit is known and the output complete (``exitStatus`` is reported)."""
+        return self._settled.is_set()
+
+    def output_text(self) -> str:
+        buf = self._buf
+        end = len(buf) if self._eof.is_set() else utf8_complete_end(buf)
+        return bytes(buf[:end]).decode("utf-8", "replace")
+
+    def exit_status(self) -> dict[str, Any] | None:
+        code = self.process.returncode
+        if not self._settled.is_set() or code is None:
+            return None
+        return exit_status(code)
+
+    def output(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"output": self.output_text(), "truncated": self.truncated}
+        status = self.exit_status()
+        if status is not None:
+            result["exitStatus"] = status
+        return result
+
+    async def wait_for_exit(self) -> dict[str, Any]:
+        await self._settled.wait()
+        status = self.exit_status()
+        assert status is not None
+        return status
+
+    # ------------------------------------------------------------------ ending
+
+    async def stop(self, kill_grace: float) -> None:
+        """End the whole group (TERM, KILL after ``kill_grace``); idempotent, not cancellable midway."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.get_running_loop().create_task(
+                self._stop(kill_grace), name=f"stop {self.id}"
+            )
+        await asyncio.shield(self._stop_task)
+
+    async def _stop(self, kill_grace: float) -> None:
+        await self.process.reap(term_timeout=kill_grace)
+        await _wait_group_dead(self.process)
+        # The exit is final; the output too, unless something outside the group holds the pipe.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._exit_output_grace):
+                await self._settled.wait()
+
+    async def close(self, kill_grace: float) -> None:
+        """Stop the command and free the pipe (release)."""
+        self.released = True
+        try:
+            await self.stop(kill_grace)
+        finally:
+            if self._transport is not None:
+                self._transport.close()
+            task = self._settle_task
+            if task is not None and not task.done():
+                task.cancel()
+            self._eof.set()
+            self._settled.set()
+
+    def __repr__(self) -> str:
+        return (
+            f"Terminal({self.id!r}, argv={self.argv!r}, pid={self.pid}, returncode={self.process.returncode})"
+        )
+
+
+async def _wait_group_dead(process: ProcessGroup, timeout: float = 5.0) -> None:
+    """SIGKILL until no live member of the group is left (zombies awaiting init are dead)."""
+    deadline = time.monotonic() + timeout
+    while process.group_alive():
+        members = live_group_members(process.pgid)
+        if members is not None and not members:
+            return  # only zombies, reparented to init, which reaps them
+        process.kill()
+        if members is None:
+            return  # no /proc: zombies and the living look alike; SIGKILL was sent
+        if time.monotonic() >= deadline:
+            logger.warning("process group %d still has live members %s after SIGKILL", process.pgid, members)
+            return
+        await asyncio.sleep(0.005)
+
+
+class LocalTerminals:
+    """Runs the agent's ``terminal/*`` commands as local processes.
+
+    ``allow_shell``: run ``command`` through ``/bin/sh -c`` (off: argv is executed directly).
+    ``default_output_byte_limit``: output kept when the agent gives no ``outputByteLimit``;
+    ``max_output_byte_limit`` caps what an agent may ask. ``extra_env`` is added to the host's
+    environment (``inherit_env``) and overridden by the agent's ``env``. ``extra_roots`` are
+    directories allowed as ``cwd`` besides the session's roots.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_shell: bool = False,
+        default_output_byte_limit: int = DEFAULT_OUTPUT_BYTE_LIMIT,
+        max_output_byte_limit: int = MAX_OUTPUT_BYTE_LIMIT,
+        extra_env: Mapping[str, str] | None = None,
+        inherit_env: bool = True,
+        extra_roots: Iterable[str | os.PathLike[str]] = (),
+        shell: str = "/bin/sh",
+        kill_grace: float = 1.0,
+        exit_output_grace: float = 0.5,
+    ) -> None:
+        if default_output_byte_limit < 0 or max_output_byte_limit < 0:
+            raise ValueError("output byte limits must be >= 0")
+        self.allow_shell = allow_shell
+        self.default_output_byte_limit = min(default_output_byte_limit, max_output_byte_limit)
+        self.max_output_byte_limit = max_output_byte_limit
+        self.extra_env: dict[str, str] = dict(extra_env or {})
+        self.inherit_env = inherit_env
+        self.extra_roots: tuple[str, ...] = tuple(os.fspath(r) for r in extra_roots)
+        self.shell = shell
+        self.kill_grace = kill_grace
+        self.exit_output_grace = exit_output_grace
+        self.terminals: dict[str, Terminal] = {}
+        """Live (not yet released) terminals by id."""
+        self.closed = False
+        self._released: dict[str, None] = {}
+        self._ended_owners: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._closing: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ create
+
+    async def create(self, session: SessionLike, owner: object, params: dict[str, Any]) -> str:
+        if self.closed:
+            raise failed("the terminal service is closed", REASON_CLOSED)
+        if self._owner_ended(owner):
+            what = "the turn that asked for it" if hasattr(owner, "session") else "its session"
+            raise RequestCancelledError(
+                f"terminal not created: {what} was cancelled or closed", {"reason": REASON_OWNER_ENDED}
+            )
+        if not isinstance(params, dict):
+            raise refused("params must be an object", REASON_INVALID_PARAMS)
+        command = params.get("command")
+        if not isinstance(command, str) or not command or "\0" in command:
+            raise refused('"command" must be a non-empty string without NUL bytes', REASON_INVALID_PARAMS)
+        args = params.get("args")
+        if args is None:
+            args = []
+        if not isinstance(args, list) or not all(isinstance(a, str) and "\0" not in a for a in args):
+            raise refused('"args" must be an array of strings without NUL bytes', REASON_INVALID_PARAMS)
+        env = self._environment(params.get("env"))
+        cwd = self._cwd(session, params.get("cwd"))
+        limit = self._output_limit(params.get("outputByteLimit"))
+
+        if self.allow_shell:
+            line = command if not args else f"{command} {shlex.join(args)}"
+            argv = [self.shell, "-c", line]
+        else:
+            argv = [command, *args]
+        try:
+            process = ProcessGroup.spawn(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
+        except OSError as exc:
+            raise self._spawn_error(command, exc) from None
+        terminal_id = f"term_{secrets.token_hex(8)}"
+        terminal = Terminal(
+            terminal_id,
+            session.id,
+            owner,
+            process,
+            argv=argv,
+            cwd=cwd,
+            output_byte_limit=limit,
+            exit_output_grace=self.exit_output_grace,
+        )
+        # Registered before the first await: a concurrent release_owner/aclose finds it.
+        self.terminals[terminal_id] = terminal
+        process.on_exit(terminal._on_exit)
+        stdout = process.popen.stdout
+        assert stdout is not None
+        try:
+            terminal._transport = await drain_pipe(stdout, terminal._feed, terminal._on_eof)
+        except BaseException:
+            await self._release(terminal)
+            raise
+        if terminal.released:  # released (owner cancelled, service closed) while attaching
+            terminal._transport.close()
+            raise RequestCancelledError("terminal released while it was being created")
+        logger.debug("terminal %s: started %s in %s (pid %d)", terminal_id, argv, cwd, process.pid)
+        return terminal_id
+
+    def _owner_ended(self, owner: object) -> bool:
+        if getattr(owner, "cancel_requested", False) is True:
+            return True
+        try:
+            return owner in self._ended_owners
+        except TypeError:
+            return False
+
+    def _environment(self, raw: object) -> dict[str, str]:
+        env: dict[str, str] = dict(os.environ) if self.inherit_env else {}
+        env.update(self.extra_env)
+        if raw is None:
+            return env
+        if not isinstance(raw, list):
+            raise refused('"env" must be an array of {"name", "value"} objects', REASON_INVALID_PARAMS)
+        for item in raw:
+            name = item.get("name") if isinstance(item, dict) else None
+            value = item.get("value") if isinstance(item, dict) else None
+            if (
+                not isinstance(name, str)
+                or not name
+                or "=" in name
+                or "\0" in name
+                or not isinstance(value, str)
+                or "\0" in value
+            ):
+                raise refused(
+                    f'invalid "env" entry {item!r}: needs a "name" (non-empty, no "=" or NUL) and a string "value"',
+                    REASON_INVALID_PARAMS,
+                )
+            env[name] = value
+        return env
+
+    def _cwd(self, session: SessionLike, raw: object) -> str:
+        given = session.cwd if raw is None else raw
+        path = check_absolute(given, "cwd")
+        real, _root = confine(path, resolve_roots([*session.roots, *self.extra_roots]), what="cwd")
+        if not os.path.isdir(real):
+            if not os.path.exists(real):
+                raise not_found(f"cwd {path} does not exist", path=path)
+            raise refused(f"cwd {path} is not a directory", REASON_NOT_A_DIRECTORY, path=path)
+        return real
+
+    def _output_limit(self, raw: object) -> int:
+        if raw is None:
+            return self.default_output_byte_limit
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise refused(f'"outputByteLimit" must be an integer >= 0, got {raw!r}', REASON_INVALID_PARAMS)
+        return min(raw, self.max_output_byte_limit)
+
+    def _spawn_error(self, command: str, exc: OSError) -> ServiceError:
+        hint = ""
+        if not self.allow_shell and any(c in _SHELL_CHARACTERS for c in command):
+            hint = (
+                " (commands run without a shell on this host: shell syntax is not interpreted;"
+                ' pass the program as "command" and its arguments in "args")'
+            )
+        if exc.errno == errno.ENOENT:
+            return not_found(
+                f"cannot start {command!r}: command not found{hint}",
+                REASON_COMMAND_NOT_FOUND,
+                command=command,
+            )
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return refused(
+                f"cannot start {command!r}: permission denied{hint}",
+                REASON_PERMISSION_DENIED,
+                command=command,
+            )
+        return failed(
+            f"cannot start {command!r}: {exc.strerror or exc}{hint}", REASON_SPAWN_FAILED, command=command
+        )
+
+    # ------------------------------------------------------------------ the other methods
+
+    def get(self, session: SessionLike, terminal_id: str) -> Terminal:
+        """The live terminal ``terminal_id`` of ``session``, or a ``-32002`` error."""
+        terminal = self.terminals.get(terminal_id)
+        if terminal is not None and terminal.session_id == session.id:
+            return terminal
+        if terminal_id in self._released:
+            raise not_found(
+                f"terminal {terminal_id} has been released", REASON_RELEASED_TERMINAL, terminalId=terminal_id
+            )
+        raise not_found(f"unknown terminal {terminal_id!r}", REASON_UNKNOWN_TERMINAL, terminalId=terminal_id)
+
+    async def output(self, session: SessionLike, terminal_id: str) -> dict[str, Any]:
+        return self.get(session, terminal_id).output()
+
+    async def wait_for_exit(self, session: SessionLike, terminal_id: str) -> dict[str, Any]:
+        return await self.get(session, terminal_id).wait_for_exit()
+
+    async def kill(self, session: SessionLike, terminal_id: str) -> None:
+        await self.get(session, terminal_id).stop(self.kill_grace)
+
+    async def release(self, session: SessionLike, terminal_id: str) -> None:
+        terminal = self.get(session, terminal_id)
+        await self._release(terminal)
+
+    async def release_owner(self, owner: object) -> None:
+        """Kill and release every terminal of ``owner`` (for a session: also those of its turns)."""
+        with contextlib.suppress(TypeError):
+            self._ended_owners.add(owner)
+        mine = [
+            t
+            for t in self.terminals.values()
+            if t.owner is owner or getattr(t.owner, "session", None) is owner
+        ]
+        await self._release_all(mine)
+
+    async def aclose(self) -> None:
+        """Kill and release everything; no new terminal afterwards."""
+        self.closed = True
+        await self._release_all(list(self.terminals.values()))
+        while self._closing:
+            await asyncio.gather(*list(self._closing), return_exceptions=True)
+
+    async def _release_all(self, terminals: list[Terminal]) -> None:
+        results = await asyncio.gather(*(self._release(t) for t in terminals), return_exceptions=True)
+        for terminal, result in zip(terminals, results, strict=True):
+            if isinstance(result, BaseException):
+                logger.error("releasing terminal %s failed: %r", terminal.id, result)
+
+    async def _release(self, terminal: Terminal) -> None:
+        """Forget ``terminal`` at once, then end it; runs to completion even if the caller is cancelled."""
+        if self.terminals.get(terminal.id) is terminal:
+            del self.terminals[terminal.id]
+            self._released[terminal.id] = None
+            if len(self._released) > _REMEMBERED_RELEASED:
+                del self._released[next(iter(self._released))]
+        task = terminal._close_task
+        if task is None:
+            task = terminal._close_task = asyncio.get_running_loop().create_task(
+                terminal.close(self.kill_grace), name=f"release {terminal.id}"
+            )
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        await asyncio.shield(task)
+
+    def __repr__(self) -> str:
+        return f"LocalTerminals({len(self.terminals)} live, allow_shell={self.allow_shell})"

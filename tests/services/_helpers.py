@@ -1,0 +1,97 @@
+"""Helpers for the host-services tests: fake sessions and turns, process-group checks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acp_driver.services import LocalTerminals
+
+
+@dataclass(eq=False)
+class FakeSession:
+    """What the services need of a ``RemoteSession``."""
+
+    id: str
+    cwd: str
+    roots: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.roots:
+            self.roots = [self.cwd]
+
+
+@dataclass(eq=False)
+class FakeTurn:
+    """A ``PromptTurn`` as an owner: it knows its session and whether it was cancelled."""
+
+    session: FakeSession
+    cancel_requested: bool = False
+
+
+def live_members(pgid: int) -> list[str]:
+    """``pid state cmdline`` of the non-zombie processes of group ``pgid``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = (
+                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            )
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(f"{entry} {fields[0]} {cmdline.strip()}")
+    return found
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in ("Z", "X")
+
+
+async def wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
+    """Until ``os.killpg(pgid, 0)`` raises ``ProcessLookupError``: the group is fully gone.
+
+    Zombies count for ``killpg``; grandchildren orphaned by the group get reaped by init, which
+    may take a couple of seconds (this machine's init polls). Live members fail at once.
+    """
+    assert live_members(pgid) == [], f"live members of group {pgid}: {live_members(pgid)}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, f"group {pgid} still exists: {live_members(pgid)}"
+        await asyncio.sleep(0.05)
+
+
+async def wait_for(predicate: object, timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+class RecordingTerminals(LocalTerminals):
+    """``LocalTerminals`` that remembers every process group it started (for leak checks)."""
+
+    def __init__(self, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self.pgids: list[int] = []
+
+    async def create(self, session, owner, params):  # type: ignore[no-untyped-def]
+        terminal_id = await super().create(session, owner, params)
+        self.pgids.append(self.terminals[terminal_id].pgid)
+        return terminal_id

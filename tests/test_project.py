@@ -1,0 +1,86 @@
+"""Project-level checks: the README's commands, CI wiring, lint and types, the public API."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    block = re.match(r"```sh\n(.*?)\n```", text, re.S)
+    assert block, "the README must start with a sh block of set-up commands"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_readme_starts_with_exactly_two_commands() -> None:
+    commands = readme_commands()
+    assert len(commands) == 2
+    main_job, tests = commands
+    assert "acp-driver run" in main_job
+    assert "pytest" in tests
+    for command in commands:
+        assert command.startswith("python3 -m venv .venv && ")
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert readme_commands()[1] in ci
+
+
+@pytest.mark.parametrize("tool", ["ruff-check", "ruff-format", "mypy"])
+def test_lint_and_types_are_clean(tool: str) -> None:
+    bindir = Path(sys.executable).parent
+    commands = {
+        "ruff-check": [str(bindir / "ruff"), "check", "src", "tests", "benchmarks"],
+        "ruff-format": [str(bindir / "ruff"), "format", "--check", "src", "tests", "benchmarks"],
+        "mypy": [sys.executable, "-m", "mypy"],
+    }
+    result = subprocess.run(commands[tool], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_public_api_is_what_all_says() -> None:
+    import acp_driver
+
+    for name in acp_driver.__all__:
+        assert getattr(acp_driver, name) is not None
+    assert sorted(dir(acp_driver)) == sorted(acp_driver.__all__)
+    for module in ("acp_driver.core", "acp_driver.aio", "acp_driver.driver", "acp_driver.agent"):
+        mod = __import__(module, fromlist=["__all__"])
+        assert len(set(mod.__all__)) == len(mod.__all__), f"{module}.__all__ has duplicates"
+        for name in mod.__all__:
+            assert hasattr(mod, name), f"{module}.{name} is missing"
+
+
+def test_readme_main_job_works_in_a_fresh_environment(tmp_path: Path) -> None:
+    """The README's first command, run as written in a fresh copy of the project (new venv)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: cannot tell which files make the project")
+    copy = tmp_path / "project"
+    for name in listed.stdout.splitlines():
+        source = ROOT / name
+        if source.is_file():
+            target = copy / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    main_job = readme_commands()[0]
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["NO_COLOR"] = "1"
+    result = subprocess.run(main_job, shell=True, cwd=copy, capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "chunk 5/5" in result.stdout
+    assert "turn completed" in result.stderr
