@@ -13,7 +13,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def main(path: str) -> None:
@@ -23,7 +23,7 @@ def main(path: str) -> None:
     series: dict[str, list[float | None]] = spec["series"]
     n = len(series)
     width = 0.8 / max(n, 1)
-    fig, ax = plt.subplots(figsize=(max(10, 1.25 * len(labels)), 5.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(10, 1.0 * len(labels)), 5.5), dpi=110)
     for i, (impl, values) in enumerate(series.items()):
         xs = [j + (i - (n - 1) / 2) * width for j in range(len(labels))]
         heights = [v if v is not None else 0 for v in values]
@@ -44,7 +44,7 @@ def main(path: str) -> None:
                 )
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_yscale("log")
-    ax.set_ylim(0.01, 30)
+    ax.set_ylim(0.005, 30)
     ax.set_xticks(range(len(labels)))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel("relative to the ceiling (1.0 = ceiling; higher is better; log scale)")

@@ -33,7 +33,6 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
 import shutil
 import statistics
@@ -47,6 +46,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORK = HERE / ".work"
 RUNNERS = HERE / "runners"
+SRC = ROOT / "src"  # the acp_driver tree that runs (--src to try another one)
 DOCS = ROOT / "docs"
 RESULTS = HERE / "results.json"
 CHART = DOCS / "benchmarks.png"
@@ -61,7 +61,12 @@ TS_PACKAGE = "@agentclientprotocol/sdk"
 
 IMPLS = ["acp-driver", f"sdk-{SDK_OLD}", f"sdk-{SDK_NEW}", f"ts-{TS_SDK}", "ceiling"]
 SDKS = IMPLS[1:4]
-ALIASES = {"acp": "acp-driver", "ts": f"ts-{TS_SDK}", "sdk-old": f"sdk-{SDK_OLD}", "sdk-new": f"sdk-{SDK_NEW}"}
+ALIASES = {
+    "acp": "acp-driver",
+    "ts": f"ts-{TS_SDK}",
+    "sdk-old": f"sdk-{SDK_OLD}",
+    "sdk-new": f"sdk-{SDK_NEW}",
+}
 WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "cold", "storm", "ignored"]
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -119,6 +124,23 @@ def _ratio(value: float, results: dict[str, dict[str, Any]], metric: str, other:
     return value / base if isinstance(base, (int, float)) and base else math.nan
 
 
+CHART_LABELS = {
+    "seq_rps": "sequential\nreq/s",
+    "conc1k_rps": "1k concurrent\nreq/s",
+    "conc10k_rps": "10k concurrent\nreq/s",
+    "stream_ups": "update stream\nupdates/s",
+    "cancel_p50_ms": "cancel\np50",
+    "cancel_p99_ms": "cancel\np99",
+    "cold_start_ms": "cold start",
+    "rss_host_idle_mib": "host RSS\nidle",
+    "rss_host_load_mib": "host RSS\nafter load",
+    "rss_agent_idle_mib": "agent RSS\nidle",
+    "rss_agent_load_mib": "agent RSS\nafter load",
+    "storm_ms": "cancel storm\nall answered",
+    "ignored_s": "ignored cancel",
+}
+
+
 def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
     """(metric, workload, label, higher_is_better)."""
     return [
@@ -128,7 +150,12 @@ def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         ("stream_ups", "stream", f"4. session/update stream, updates/s (n={cfg['stream']})", True),
         ("cancel_p50_ms", "cancel", f"5. session/cancel → cancelled, p50 ms (n={cfg['cancel']})", False),
         ("cancel_p99_ms", "cancel", "5. session/cancel → cancelled, p99 ms", False),
-        ("cold_start_ms", "cold", f"6. cold start → initialize answered, ms (median of {cfg['cold']})", False),
+        (
+            "cold_start_ms",
+            "cold",
+            f"6. cold start → initialize answered, ms (median of {cfg['cold']})",
+            False,
+        ),
         ("rss_host_idle_mib", "rss", "7. host RSS idle (after initialize), MiB", False),
         ("rss_host_load_mib", "rss", "7. host RSS after the load, MiB", False),
         ("rss_agent_idle_mib", "rss", "7. agent RSS idle, MiB", False),
@@ -154,7 +181,9 @@ def run_quiet(cmd: list[str], timeout: float = 900, **kw: Any) -> subprocess.Com
     log("$ " + shlex.join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
     if proc.returncode != 0:
-        raise SystemExit(f"[bench] command failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stdout}\n{proc.stderr}")
+        raise SystemExit(
+            f"[bench] command failed ({proc.returncode}): {shlex.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
+        )
     return proc
 
 
@@ -165,7 +194,10 @@ def venv_python(venv: Path) -> Path:
 def ensure_venv(venv: Path, packages: list[str], check: str) -> Path:
     """A venv under .work with ``packages``; reused when ``check`` (python code) succeeds in it."""
     py = venv_python(venv)
-    if py.exists() and subprocess.run([str(py), "-c", check], capture_output=True, timeout=120).returncode == 0:
+    if (
+        py.exists()
+        and subprocess.run([str(py), "-c", check], capture_output=True, timeout=120).returncode == 0
+    ):
         return py
     if venv.exists():
         shutil.rmtree(venv)
@@ -178,7 +210,7 @@ def ensure_venv(venv: Path, packages: list[str], check: str) -> Path:
 
 def acp_driver_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
@@ -187,9 +219,11 @@ def acp_driver_python() -> Path:
     with ``pip install -e`` of the repo."""
     check = (
         "import sys, acp_driver, orjson, pathlib; "
-        f"sys.exit(0 if pathlib.Path(acp_driver.__file__).resolve().is_relative_to({str(ROOT / 'src')!r}) else 1)"
+        f"sys.exit(0 if pathlib.Path(acp_driver.__file__).resolve().is_relative_to({str(SRC.resolve())!r}) else 1)"
     )
-    here = subprocess.run([sys.executable, "-c", check], env=acp_driver_env(), capture_output=True, timeout=120)
+    here = subprocess.run(
+        [sys.executable, "-c", check], env=acp_driver_env(), capture_output=True, timeout=120
+    )
     if here.returncode == 0:
         return Path(sys.executable)
     return ensure_venv(WORK / "venv-acp-driver", ["-e", str(ROOT)], check)
@@ -220,7 +254,9 @@ def ts_sdk_dir() -> Path:
     if npm is None:
         raise SystemExit("[bench] npm not found: cannot install the TypeScript SDK")
     base.mkdir(parents=True, exist_ok=True)
-    (base / "package.json").write_text(json.dumps({"name": "acp-bench-ts", "private": True, "type": "module"}))
+    (base / "package.json").write_text(
+        json.dumps({"name": "acp-bench-ts", "private": True, "type": "module"})
+    )
     run_quiet([npm, "install", "--no-audit", "--no-fund", f"{TS_PACKAGE}@{TS_SDK}"], cwd=base)
     return pkg
 
@@ -248,7 +284,9 @@ def commands(impls: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
     if f"ts-{TS_SDK}" in impls:
         node = node_binary()
         if node is None:
-            raise SystemExit("[bench] node not found: cannot run the TypeScript SDK (leave it out with --only)")
+            raise SystemExit(
+                "[bench] node not found: cannot run the TypeScript SDK (leave it out with --only)"
+            )
         env = dict(os.environ, ACP_TS_SDK_DIR=str(ts_sdk_dir()))
         out[f"ts-{TS_SDK}"] = ([node, str(RUNNERS / "ts_host.mjs")], env)
     return {k: v for k, v in out.items() if k in impls}
@@ -257,7 +295,9 @@ def commands(impls: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
 # ---------------------------------------------------------------------------- running
 
 
-def run_runner(impl: str, cmd: list[str], env: dict[str, str], cfg: dict[str, Any], rep: int, timeout: float) -> dict[str, Any]:
+def run_runner(
+    impl: str, cmd: list[str], env: dict[str, str], cfg: dict[str, Any], rep: int, timeout: float
+) -> dict[str, Any]:
     logs = WORK / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     full = [*cmd, "--config", json.dumps(cfg)]
@@ -266,7 +306,11 @@ def run_runner(impl: str, cmd: list[str], env: dict[str, str], cfg: dict[str, An
     try:
         proc = subprocess.run(full, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired as exc:
-        return {"impl": impl, "crashed": f"timed out after {timeout:.0f} s", "stderr": str(exc.stderr)[-2000:]}
+        return {
+            "impl": impl,
+            "crashed": f"timed out after {timeout:.0f} s",
+            "stderr": str(exc.stderr)[-2000:],
+        }
     (logs / f"{impl}-{rep + 1}.log").write_text(proc.stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -313,14 +357,21 @@ def fmt(value: Any, metric: str) -> str:
 
 
 def best_sdk(metric: str, higher: bool, results: dict[str, dict[str, Any]]) -> tuple[str, float] | None:
-    cands = [(impl, results[impl][metric]) for impl in SDKS if isinstance(results.get(impl, {}).get(metric), (int, float))]
+    cands = [
+        (impl, results[impl][metric])
+        for impl in SDKS
+        if isinstance(results.get(impl, {}).get(metric), (int, float))
+    ]
     if not cands:
         return None
     return max(cands, key=lambda c: c[1]) if higher else min(cands, key=lambda c: c[1])
 
 
 def build_table(
-    impls: list[str], results: dict[str, dict[str, Any]], status: dict[str, dict[str, str]], cfg: dict[str, Any]
+    impls: list[str],
+    results: dict[str, dict[str, Any]],
+    status: dict[str, dict[str, str]],
+    cfg: dict[str, Any],
 ) -> tuple[list[str], list[list[str]], dict[str, str]]:
     header = ["workload", *impls, "acp ÷ ceiling", "acp ÷ best SDK", "target (acp-driver)", "PASS/FAIL"]
     table: list[list[str]] = []
@@ -337,9 +388,11 @@ def build_table(
         ours = results.get("acp-driver", {}).get(metric)
         ceiling = results.get("ceiling", {}).get(metric)
         numeric = isinstance(ours, (int, float)) and not isinstance(ours, bool)
-        line.append(f"{ours / ceiling:.2f}×" if numeric and isinstance(ceiling, (int, float)) and ceiling else "—")
+        line.append(
+            f"{ours / ceiling:.2f}x" if numeric and isinstance(ceiling, (int, float)) and ceiling else "—"
+        )
         best = best_sdk(metric, higher, results)
-        line.append(f"{ours / best[1]:.2f}× ({best[0]})" if numeric and best and best[1] else "—")
+        line.append(f"{ours / best[1]:.2f}x ({best[0]})" if numeric and best and best[1] else "—")
         target = TARGETS.get(metric)
         if target is None:
             line += ["", ""]
@@ -359,7 +412,12 @@ def render_text(header: list[str], table: list[list[str]]) -> str:
     out = [sep.join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     out.append(sep.join("-" * w for w in widths))
     for row in table:
-        out.append(sep.join((c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        out.append(
+            sep.join(
+                (c.ljust(w) if i == 0 else c.rjust(w))
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
     return "\n".join(out)
 
 
@@ -368,6 +426,17 @@ def render_markdown(header: list[str], table: list[list[str]]) -> str:
     for row in table:
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
     return "\n".join(out)
+
+
+def acp_note_lines(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """acp-driver's notes (how the ignored cancel resolved, the storm through the default API...),
+    each distinct value once, in run order."""
+    notes = [r.get("notes", {}) for r in runs if "notes" in r]
+    out = []
+    for key in sorted({k for n in notes for k in n}):
+        values = list(dict.fromkeys(str(n[key]) for n in notes if key in n))
+        out.append((key, " | ".join(values)))
+    return out
 
 
 def machine_info(impl_cmds: dict[str, tuple[list[str], dict[str, str]]]) -> dict[str, Any]:
@@ -383,23 +452,35 @@ def machine_info(impl_cmds: dict[str, tuple[list[str], dict[str, str]]]) -> dict
         "cpu": cpu,
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "os": platform.platform(),
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
     }
     versions = {}
     for impl, (cmd, _env) in impl_cmds.items():
         if cmd[0].endswith("node"):
-            versions[impl] = "node " + subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout.strip()
+            versions[impl] = (
+                "node " + subprocess.run([cmd[0], "--version"], capture_output=True, text=True).stdout.strip()
+            )
         else:
-            out = subprocess.run([cmd[0], "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True)
+            out = subprocess.run(
+                [cmd[0], "-c", "import platform; print(platform.python_version())"],
+                capture_output=True,
+                text=True,
+            )
             versions[impl] = "Python " + out.stdout.strip()
     info["interpreters"] = versions
     return info
 
 
-def write_chart(impls: list[str], results: dict[str, dict[str, Any]], cfg: dict[str, Any], path: Path, title: str) -> None:
+def write_chart(
+    impls: list[str], results: dict[str, dict[str, Any]], cfg: dict[str, Any], path: Path, title: str
+) -> None:
     """Bars per workload, each normalized to the ceiling (1.0 = ceiling; higher is better)."""
-    metrics = [(m, label, higher) for m, _w, label, higher in rows(cfg) if isinstance(results.get("ceiling", {}).get(m), (int, float))]
+    metrics = [
+        (m, label, higher)
+        for m, _w, label, higher in rows(cfg)
+        if isinstance(results.get("ceiling", {}).get(m), (int, float))
+    ]
     series: dict[str, list[float | None]] = {}
     for impl in impls:
         vals: list[float | None] = []
@@ -413,7 +494,7 @@ def write_chart(impls: list[str], results: dict[str, dict[str, Any]], cfg: dict[
         series[impl] = vals
     spec = {
         "title": title,
-        "labels": [re.sub(r"\s*\(.*?\)", "", label).replace(", ", "\n", 1) for _m, label, _h in metrics],
+        "labels": [CHART_LABELS.get(m, m) for m, _label, _h in metrics],
         "series": series,
         "out": str(path),
     }
@@ -432,31 +513,65 @@ def update_doc(markdown: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test); implies --repeat 1")
-    parser.add_argument("--repeat", type=int, default=None, help="runs per implementation; medians are reported (default 3)")
-    parser.add_argument("--only", default=None, help=f"comma-separated implementations (default: all of {','.join(IMPLS)})")
-    parser.add_argument("--workloads", default=None, help=f"comma-separated workloads (default: all of {','.join(WORKLOADS)})")
+    parser.add_argument(
+        "--repeat", type=int, default=None, help="runs per implementation; medians are reported (default 3)"
+    )
+    parser.add_argument(
+        "--only", default=None, help=f"comma-separated implementations (default: all of {','.join(IMPLS)})"
+    )
+    parser.add_argument(
+        "--workloads", default=None, help=f"comma-separated workloads (default: all of {','.join(WORKLOADS)})"
+    )
     parser.add_argument("--no-chart", action="store_true", help="do not draw docs/benchmarks.png")
     write = parser.add_mutually_exclusive_group()
-    write.add_argument("--write", dest="write", action="store_true", default=None, help="write results.json and the docs")
-    write.add_argument("--no-write", dest="write", action="store_false", help="write benchmarks/.work/results-partial.json only")
+    write.add_argument(
+        "--write", dest="write", action="store_true", default=None, help="write results.json and the docs"
+    )
+    write.add_argument(
+        "--no-write",
+        dest="write",
+        action="store_false",
+        help="write benchmarks/.work/results-partial.json only",
+    )
+    parser.add_argument(
+        "--src",
+        type=Path,
+        default=None,
+        help="run acp-driver from this source tree instead of the repo's src/ (implies --no-write)",
+    )
     opts = parser.parse_args(argv)
+    if opts.src is not None:
+        global SRC
+        SRC = opts.src.resolve()
+        if not (SRC / "acp_driver").is_dir():
+            parser.error(f"--src {opts.src}: no acp_driver package there")
 
-    impls = IMPLS if opts.only is None else [ALIASES.get(x.strip(), x.strip()) for x in opts.only.split(",") if x.strip()]
+    impls = (
+        IMPLS
+        if opts.only is None
+        else [ALIASES.get(x.strip(), x.strip()) for x in opts.only.split(",") if x.strip()]
+    )
     unknown = [i for i in impls if i not in IMPLS]
     if unknown:
         parser.error(f"unknown implementation(s) {unknown}; choose from {IMPLS}")
     impls = [i for i in IMPLS if i in impls]  # canonical order
-    workloads = WORKLOADS if opts.workloads is None else [w.strip() for w in opts.workloads.split(",") if w.strip()]
+    workloads = (
+        WORKLOADS if opts.workloads is None else [w.strip() for w in opts.workloads.split(",") if w.strip()]
+    )
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:
         parser.error(f"unknown workload(s) {bad}; choose from {WORKLOADS}")
     repeat = opts.repeat if opts.repeat is not None else (1 if opts.quick else 3)
     cfg = dict(SIZES["quick" if opts.quick else "full"], workloads=workloads)
-    official = not opts.quick and impls == IMPLS and workloads == WORKLOADS
+    official = not opts.quick and impls == IMPLS and workloads == WORKLOADS and opts.src is None
     write_official = official if opts.write is None else opts.write
-    command = "python3 benchmarks/run.py" + ("" if not (argv or sys.argv[1:]) else " " + shlex.join(argv or sys.argv[1:]))
+    command = "python3 benchmarks/run.py" + (
+        "" if not (argv or sys.argv[1:]) else " " + shlex.join(argv or sys.argv[1:])
+    )
 
     WORK.mkdir(parents=True, exist_ok=True)
     try:
@@ -494,15 +609,25 @@ def main(argv: list[str] | None = None) -> int:
     header, table, verdicts = build_table(impls, results, status, cfg)
     print(render_text(header, table))
     print()
-    na_notes = sorted({f"{impl}: {w}: {why}" for impl in impls for run in runs[impl] for w, why in run.get("na", {}).items()})
+    na_notes = sorted(
+        {
+            f"{impl}: {w}: {why}"
+            for impl in impls
+            for run in runs[impl]
+            for w, why in run.get("na", {}).items()
+        }
+    )
     for note in na_notes:
         print(f"n/a  {note}")
-    acp_notes = [r.get("notes", {}) for r in runs.get("acp-driver", []) if "notes" in r]
-    for key in sorted({k for n in acp_notes for k in n}):
-        print(f"acp-driver {key}: " + " | ".join(str(n[key]) for n in acp_notes if key in n))
+    for key, value in acp_note_lines(runs.get("acp-driver", [])):
+        print(f"acp-driver {key}: {value}")
     passed = sum(v == "PASS" for v in verdicts.values())
-    print(f"\ntargets: {passed} PASS, {len(verdicts) - passed} FAIL   (ratios are acp-driver ÷ other; ↑ higher is better, ↓ lower is better)")
-    print(f"machine: {info['cpu']}, {info['cores']} cores; load average {info['loadavg_start']} → {info['loadavg_end']}")
+    print(
+        f"\ntargets: {passed} PASS, {len(verdicts) - passed} FAIL   (ratios are acp-driver ÷ other; ↑ higher is better, ↓ lower is better)"
+    )
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores; load average {info['loadavg_start']} → {info['loadavg_end']}"
+    )
 
     doc = {
         "command": command,
@@ -520,7 +645,9 @@ def main(argv: list[str] | None = None) -> int:
         log(f"wrote {RESULTS.relative_to(ROOT)}")
         chart_note = ""
         if not opts.no_chart and "ceiling" in impls:
-            write_chart(impls, results, cfg, CHART, f"ACP implementations relative to the ceiling ({info['date']})")
+            write_chart(
+                impls, results, cfg, CHART, f"ACP implementations relative to the ceiling ({info['date']})"
+            )
             log(f"wrote {CHART.relative_to(ROOT)}")
             chart_note = "\n![benchmark chart: each implementation relative to the ceiling](benchmarks.png)\n"
         interp = ", ".join(f"{k}: {v}" for k, v in info["interpreters"].items())
@@ -540,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
                 render_markdown(header, table),
                 "",
                 *[f"- n/a — {n}" for n in na_notes],
+                *[f"- acp-driver {k}: {v}" for k, v in acp_note_lines(runs.get("acp-driver", []))],
                 chart_note,
             ]
         )

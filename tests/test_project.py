@@ -53,7 +53,13 @@ def test_public_api_is_what_all_says() -> None:
     for name in acp_driver.__all__:
         assert getattr(acp_driver, name) is not None
     assert sorted(dir(acp_driver)) == sorted(acp_driver.__all__)
-    for module in ("acp_driver.core", "acp_driver.aio", "acp_driver.driver", "acp_driver.agent"):
+    for module in (
+        "acp_driver.core",
+        "acp_driver.aio",
+        "acp_driver.driver",
+        "acp_driver.agent",
+        "acp_driver.services",
+    ):
         mod = __import__(module, fromlist=["__all__"])
         assert len(set(mod.__all__)) == len(mod.__all__), f"{module}.__all__ has duplicates"
         for name in mod.__all__:
@@ -80,7 +86,9 @@ def test_readme_main_job_works_in_a_fresh_environment(tmp_path: Path) -> None:
     main_job = readme_commands()[0]
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["NO_COLOR"] = "1"
-    result = subprocess.run(main_job, shell=True, cwd=copy, capture_output=True, text=True, timeout=600, env=env)
+    result = subprocess.run(
+        main_job, shell=True, cwd=copy, capture_output=True, text=True, timeout=600, env=env
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "chunk 5/5" in result.stdout
     assert "turn completed" in result.stderr

@@ -45,7 +45,9 @@ class BenchAgent:
         return NewSessionResponse(session_id=f"sess_{next(_ids)}")
 
     async def prompt(self, prompt: list[Any], session_id: str, **kwargs: Any) -> PromptResponse:
-        text = "\n".join(getattr(block, "text", "") for block in prompt if getattr(block, "type", "") == "text")
+        text = "\n".join(
+            getattr(block, "text", "") for block in prompt if getattr(block, "type", "") == "text"
+        )
         for line in text.splitlines():
             words = line.split()
             if not words:

@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 import traceback
+import tracemalloc
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -46,6 +47,28 @@ def rss_mib(pid: int | str = "self") -> float | None:
 def host_rss() -> float | None:
     gc.collect()
     return rss_mib("self")
+
+
+TRACING = bool(os.environ.get("BENCH_TRACEMALLOC"))
+
+
+def mem_checkpoint(label: str, notes: dict[str, Any]) -> None:
+    """With BENCH_TRACEMALLOC=1 (and PYTHONTRACEMALLOC=1): record the traced size now and print
+    the biggest allocation sites to stderr (``benchmarks/profile.py --memory``)."""
+    if not TRACING or not tracemalloc.is_tracing():
+        return
+    current, _peak = tracemalloc.get_traced_memory()
+    notes[f"traced_mib_at_{label}"] = round(current / 2**20, 2)
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen *>")]
+    )
+    print(f"--- tracemalloc at {label}: {current / 2**20:.1f} MiB traced ---", file=sys.stderr)
+    for stat in snapshot.statistics("lineno")[:14]:
+        frame = stat.traceback[0]
+        print(
+            f"{stat.size / 2**20:8.2f} MiB {stat.count:8d} blocks  {frame.filename}:{frame.lineno}",
+            file=sys.stderr,
+        )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -79,8 +102,14 @@ class Report:
     async def measure(self, workload: str, fn: Callable[[], Awaitable[dict[str, Any]]]) -> None:
         if not self.want(workload):
             return
+        if TRACING and tracemalloc.is_tracing():
+            tracemalloc.reset_peak()
         try:
             self.results.update(await fn())
+            if TRACING and tracemalloc.is_tracing():
+                self.notes[f"{workload}_traced_peak_mib"] = round(
+                    tracemalloc.get_traced_memory()[1] / 2**20, 2
+                )
         except Exception:
             tail = traceback.format_exc().strip().splitlines()[-6:]
             self.errors[workload] = "\n".join(tail)

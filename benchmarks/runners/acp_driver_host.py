@@ -15,10 +15,21 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ECHO_PARAMS, Report, host_rss, median, now, parse_config, percentile, rss_mib  # noqa: E402
+from _common import (
+    ECHO_PARAMS,
+    TRACING,
+    Report,
+    host_rss,
+    median,
+    mem_checkpoint,
+    now,
+    parse_config,
+    percentile,
+    rss_mib,
+)
 
-from acp_driver.core._ledger import Outcome  # noqa: E402
-from acp_driver.driver import LadderPolicy, launch  # noqa: E402
+from acp_driver.core._ledger import Outcome
+from acp_driver.driver import LadderPolicy, launch
 
 AGENT = [sys.executable, "-m", "acp_driver", "agent"]
 ECHO = "_acp_driver/echo"
@@ -49,8 +60,13 @@ async def main() -> None:
     async def concurrent(key: str, size: int, rounds: int) -> dict[str, float]:
         t0 = now()
         for _ in range(rounds):
-            answers = await asyncio.gather(*(agent.request(ECHO, ECHO_PARAMS) for _ in range(size)))
-            assert len(answers) == size and answers[-1] == ECHO_PARAMS
+            calls = [asyncio.ensure_future(agent.request(ECHO, ECHO_PARAMS)) for _ in range(size)]
+            if TRACING:
+                await asyncio.sleep(0)
+                mem_checkpoint(f"{key}_in_flight", rep.notes)
+            answers = await asyncio.gather(*calls)
+            assert len(answers) == size
+            assert answers[-1] == ECHO_PARAMS
         return {key: size * rounds / (now() - t0)}
 
     async def stream() -> dict[str, float]:
@@ -83,6 +99,7 @@ async def main() -> None:
         conn = agent.connection
         rids: list[int] = []
         loop = asyncio.get_running_loop()
+        violations_before = conn.violations
         tasks = [
             loop.create_task(conn.request(SLEEP, {"ms": 60000}, cancel_grace=30.0, on_sent=rids.append))
             for _ in range(n)
@@ -90,9 +107,13 @@ async def main() -> None:
         await asyncio.sleep(0)  # every caller has queued its request
         await agent.request(ECHO, {"barrier": True})  # answered after the agent read all n
         assert conn.in_flight == (0, n), conn.in_flight
+        mem_checkpoint("storm_in_flight", rep.notes)
         t0 = now()
         for task in tasks:
             task.cancel()
+        if TRACING:
+            await asyncio.sleep(0)
+            mem_checkpoint("storm_cancelled", rep.notes)
         await asyncio.gather(*tasks, return_exceptions=True)
         elapsed = now() - t0
         stones = [conn.core.outgoing.tombstone(r) for r in rids]
@@ -102,6 +123,23 @@ async def main() -> None:
         empty = conn.in_flight == (0, 0)
         assert empty, conn.in_flight
         assert answered == len(checked), rep.notes
+        rep.notes["storm_violations"] = conn.violations - violations_before
+        # The same storm through the default host API (agent.request: cancel_grace 0): the callers
+        # are released at once and the late -32800 answers must be recognised (tombstones).
+        tasks = [loop.create_task(agent.request(SLEEP, {"ms": 60000})) for _ in range(n)]
+        await asyncio.sleep(0)
+        await agent.request(ECHO, {"barrier": True})
+        before = conn.violations
+        t1 = now()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        released = now() - t1
+        await agent.request(ECHO, {"barrier": True})  # answered after every late -32800
+        rep.notes["storm_default_api"] = (
+            f"callers released in {released * 1000:.1f} ms; late answers flagged as peer violations: "
+            f"{conn.violations - before} of {n}; in_flight {conn.in_flight}"
+        )
         return {"storm_ms": elapsed * 1000, "storm_ledger_empty": empty}
 
     await rep.measure("seq", seq)
@@ -135,7 +173,9 @@ async def main() -> None:
             elapsed = now() - t0
         finally:
             await a.shutdown()
-        rep.notes["ignored_resolution"] = f"{outcome.resolution.value if outcome.resolution else None} by {outcome.resolved_by}; steps {','.join(outcome.steps)}"
+        rep.notes["ignored_resolution"] = (
+            f"{outcome.resolution.value if outcome.resolution else None} by {outcome.resolved_by}; steps {','.join(outcome.steps)}"
+        )
         return {"ignored_s": elapsed, "ignored_budget_s": budget}
 
     await rep.measure("cold", cold)

@@ -15,14 +15,24 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import orjson  # noqa: E402
-from _common import ECHO_PARAMS, Report, host_rss, median, now, parse_config, percentile, rss_mib  # noqa: E402
+import orjson
+from _common import (
+    ECHO_PARAMS,
+    TRACING,
+    Report,
+    host_rss,
+    median,
+    mem_checkpoint,
+    now,
+    parse_config,
+    percentile,
+    rss_mib,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AGENT = [sys.executable, os.path.join(HERE, "..", "peers", "ceiling_agent.py")]
 dumps = orjson.dumps
 loads = orjson.loads
-NL = orjson.OPT_APPEND_NEWLINE
 
 
 class RpcError(Exception):
@@ -45,7 +55,7 @@ class Client(asyncio.Protocol):
         self.eof: asyncio.Future[None] = loop.create_future()
 
     def send(self, msg: object) -> None:
-        self.out.append(dumps(msg, option=NL))
+        self.out.append(dumps(msg) + b"\n")  # right-sized (see peers/ceiling_agent.py)
         if not self.flushing:
             self.flushing = True
             self.loop.call_soon(self.flush)
@@ -106,9 +116,10 @@ class Client(asyncio.Protocol):
 
 async def start() -> tuple[subprocess.Popen[bytes], Client]:
     loop = asyncio.get_running_loop()
-    proc = subprocess.Popen(AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    proc = subprocess.Popen(AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # noqa: ASYNC220
     client = Client(loop)
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     wt, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, proc.stdin)
     client.wt = wt
     await loop.connect_read_pipe(lambda: client, proc.stdout)
@@ -121,8 +132,7 @@ async def stop(proc: subprocess.Popen[bytes], client: Client) -> None:
     assert client.wt is not None
     client.wt.close()
     await client.eof
-    while proc.poll() is None:
-        await asyncio.sleep(0.001)
+    await asyncio.to_thread(proc.wait)
 
 
 async def main() -> None:
@@ -150,12 +160,19 @@ async def main() -> None:
     async def concurrent(key: str, size: int, rounds: int) -> dict[str, float]:
         t0 = now()
         for _ in range(rounds):
-            answers = await asyncio.gather(*(req(echo, ECHO_PARAMS) for _ in range(size)))
-            assert len(answers) == size and answers[-1] == ECHO_PARAMS
+            calls = [asyncio.ensure_future(req(echo, ECHO_PARAMS)) for _ in range(size)]
+            if TRACING:
+                await asyncio.sleep(0)
+                mem_checkpoint(f"{key}_in_flight", rep.notes)
+            answers = await asyncio.gather(*calls)
+            assert len(answers) == size
+            assert answers[-1] == ECHO_PARAMS
         return {key: size * rounds / (now() - t0)}
 
     def prompt(text: str) -> asyncio.Future[Any]:
-        return loop.create_task(req("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}))
+        return loop.create_task(
+            req("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]})
+        )
 
     async def stream() -> dict[str, float]:
         n = cfg["stream"]
@@ -171,7 +188,8 @@ async def main() -> None:
         result = await prompt(f"/stream {n} 0")
         elapsed = now() - t0
         client.on_update = None
-        assert result["stopReason"] == "end_turn" and count == n, (result, count)
+        assert result["stopReason"] == "end_turn", result
+        assert count == n, (count, n)
         return {"stream_ups": n / elapsed}
 
     async def cancel() -> dict[str, float]:

@@ -17,10 +17,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _common import ECHO_PARAMS, Report, host_rss, median, now, parse_config, percentile, rss_mib  # noqa: E402
-from acp import PROTOCOL_VERSION  # noqa: E402
-from acp.schema import AgentMessageChunk, TextContentBlock  # noqa: E402
-from acp.stdio import spawn_agent_process  # noqa: E402
+from _common import ECHO_PARAMS, Report, host_rss, median, now, parse_config, percentile, rss_mib
+from acp import PROTOCOL_VERSION
+from acp.schema import AgentMessageChunk, TextContentBlock
+from acp.stdio import spawn_agent_process
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 AGENT = os.path.join(HERE, "..", "peers", "sdk_agent.py")
@@ -53,9 +53,10 @@ class BenchClient:
 
 @contextlib.asynccontextmanager
 async def connected(client: BenchClient) -> Any:
-    async with spawn_agent_process(
-        client, sys.executable, AGENT, transport_kwargs={"stderr": None}
-    ) as (conn, proc):
+    async with spawn_agent_process(client, sys.executable, AGENT, transport_kwargs={"stderr": None}) as (
+        conn,
+        proc,
+    ):
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         yield conn, proc
 
@@ -94,7 +95,8 @@ async def main() -> None:
             t0 = now()
             for _ in range(rounds):
                 answers = await asyncio.gather(*(ext(echo, ECHO_PARAMS) for _ in range(size)))
-                assert len(answers) == size and answers[-1] == ECHO_PARAMS
+                assert len(answers) == size
+            assert answers[-1] == ECHO_PARAMS
             return {key: size * rounds / (now() - t0)}
 
         async def stream() -> dict[str, float]:
@@ -103,7 +105,8 @@ async def main() -> None:
             t0 = now()
             result = await conn.prompt(session_id=sid, prompt=text(f"/stream {n} 0"))
             elapsed = now() - t0
-            assert result.stop_reason == "end_turn" and client.count == n, (result, client.count)
+            assert result.stop_reason == "end_turn", result
+            assert client.count == n, (client.count, n)
             return {"stream_ups": n / elapsed}
 
         async def cancel() -> dict[str, float]:

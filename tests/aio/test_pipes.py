@@ -45,11 +45,6 @@ class Harness:
         self.conn = Connection(name="test", tracer=self.trace)
         self.conn.on_violation = self.violations.append
         self.proc: asyncio.subprocess.Process | subprocess.Popen[bytes] | None = None
-        self.write_raw: Callable[[bytes], None] = self._no_raw
-
-    @staticmethod
-    def _no_raw(data: bytes) -> None:
-        raise AssertionError("not attached")
 
     def trace(self, direction: str, data: bytes) -> None:
         target = self.out if direction == "out" else self.inn
@@ -113,10 +108,13 @@ class Harness:
 
 
 async def eventually(predicate: Callable[[], bool], what: str) -> None:
-    async with asyncio.timeout(LONG):
-        while not predicate():  # noqa: ASYNC110 - polls state that no event reports
-            await asyncio.sleep(0.01)
-    assert predicate(), what
+    """Poll ``predicate`` (state no event reports) until it holds; fail with ``what`` if it never does."""
+    try:
+        async with asyncio.timeout(LONG):
+            while not predicate():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+    except TimeoutError:
+        pytest.fail(f"after {LONG}s: {what}")
 
 
 async def spawn_streams(h: Harness) -> None:
@@ -127,7 +125,6 @@ async def spawn_streams(h: Harness) -> None:
     assert proc.stdout is not None
     assert proc.stdin is not None
     await h.conn.open_streams(proc.stdout, proc.stdin)
-    h.write_raw = proc.stdin.write  # same transport as the connection's writes: order is kept
 
 
 async def spawn_pipes(h: Harness) -> None:
@@ -140,20 +137,16 @@ async def spawn_pipes(h: Harness) -> None:
             pass_fds=(to_peer_r, from_peer_w),
             stdin=subprocess.DEVNULL,
         )
+    except BaseException:
+        os.close(to_peer_w)
+        os.close(from_peer_r)
+        raise
     finally:
-        os.close(to_peer_r)
+        os.close(to_peer_r)  # the child's ends: only the child keeps them
         os.close(from_peer_w)
     reader = os.fdopen(from_peer_r, "rb", buffering=0)
     writer = os.fdopen(to_peer_w, "wb", buffering=0)
     await h.conn.open_pipes(reader, writer)
-
-    def write_raw(data: bytes) -> None:
-        # Bypasses the transport: only used when its buffer is empty (nothing pending).
-        view = memoryview(data)
-        while view:
-            view = view[os.write(to_peer_w, view) :]
-
-    h.write_raw = write_raw
 
 
 @pytest.fixture(params=["streams", "pipes"])
@@ -336,11 +329,10 @@ async def test_handler_ignoring_one_cancel_answers_within_grace(peer: Harness) -
 
 async def test_cancel_before_the_handler_started_is_still_answered(peer: Harness) -> None:
     async with asyncio.timeout(LONG):
-        assert await peer.conn.request("echo", [0]) == [0]  # our transport has nothing pending now
         # One write: the peer reads the request and its cancel in the same chunk, so the
         # handler task is cancelled before its first step. A string id keeps it apart from
         # our connection's integer ids (its answer reaches us as an unknown response).
-        peer.write_raw(
+        peer.conn.send_raw(
             b'{"jsonrpc":"2.0","id":"raw-1","method":"sleep","params":{"ms":60000}}\n'
             b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"raw-1"}}\n'
         )
@@ -415,10 +407,26 @@ async def test_aclose_fails_our_waiter_and_the_peer_exits(peer: Harness) -> None
         assert await peer.wait_exit() == 0
 
 
+async def test_end_of_our_output_makes_the_peer_answer_and_exit(peer: Harness) -> None:
+    async with asyncio.timeout(LONG):
+        slow = asyncio.create_task(peer.conn.request("sleep", {"ms": 60_000}))
+        partial = asyncio.create_task(peer.conn.request("partial", {"ms": 60_000}))
+        assert (await peer.stats())["incoming"] == 2
+        peer.conn.close_write()  # the peer's stdin reaches EOF; we keep reading
+        # The peer answers what it holds (-32800, or a partial result) before it goes.
+        with pytest.raises(RequestCancelledError):
+            await slow
+        assert await partial == {"partial": True}
+        assert await peer.wait_exit() == 0
+        await asyncio.wait_for(peer.conn.wait_closed(), LONG)  # then its output ends: we close
+        assert peer.conn.in_flight == (0, 0)
+    assert not peer.violations
+
+
 async def test_malformed_line_gets_parse_error_and_the_connection_survives(peer: Harness) -> None:
     async with asyncio.timeout(LONG):
         assert await peer.conn.request("echo", ["before"]) == ["before"]
-        peer.write_raw(b'{"jsonrpc": "2.0", "id": 7, "method": \n')
+        peer.conn.send_raw(b'{"jsonrpc": "2.0", "id": 7, "method": \n')
         await eventually(lambda: bool(peer.violations), "no reply to the malformed line")
         (violation,) = peer.violations
         assert violation.kind is Violation.NULL_ID_ERROR

@@ -87,6 +87,7 @@ def test_invalid_policy_raises(kwargs: dict[str, float]) -> None:
 
 @pytest.mark.xfail(
     strict=True,
+    raises=pytest.fail.Exception,
     reason="BUG: LadderPolicy accepts budget=nan (`nan < 0` is False); every deadline is then nan, "
     "poll() never returns the later steps and the driver's ladder busy-loops forever",
 )

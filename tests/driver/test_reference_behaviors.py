@@ -53,14 +53,9 @@ EXPECTED = {
     "no-answer-on-cancel-request": Expect(
         STREAM, Resolution.CANCELLED, "session_cancel", "cancelled", ("session_cancel",)
     ),
-    # Python's default SIGTERM handler ends it: the ladder stops at terminate (never kill).
-    "ignore-cancel": Expect(
-        "/sleep 30000",
-        Resolution.KILLED,
-        "terminate",
-        None,
-        ("session_cancel", "cancel_request", "terminate"),
-    ),
+    # Python's default SIGTERM handler ends it: the ladder stops at terminate (unless the machine
+    # is so slow that the exit is seen after the kill was due: steps checked by the test).
+    "ignore-cancel": Expect("/sleep 30000", Resolution.KILLED, "terminate", None),
     # Ignores SIGTERM too: only SIGKILL ends it.
     "hang": Expect(
         "/sleep 30000",
@@ -97,10 +92,15 @@ async def test_cancel_each_behavior(behavior: str, tmp_path: Path) -> None:
             assert outcome.scope == "current_turn"
             assert outcome.resolution is expect.resolution, (outcome, result)
             assert result.resolution is expect.resolution
-            assert outcome.resolved_by == expect.resolved_by, outcome
             assert result.stop_reason == expect.stop_reason
             assert outcome.stop_reason == expect.stop_reason
-            assert outcome.steps == expect.steps
+            if expect.steps is not None:
+                assert outcome.resolved_by == expect.resolved_by, outcome
+                assert outcome.steps == expect.steps
+            else:  # ignore-cancel
+                assert outcome.steps[:3] == ("session_cancel", "cancel_request", "terminate"), outcome
+                assert outcome.resolved_by == outcome.steps[-1]
+                assert outcome.resolved_by in ("terminate", "kill")
             assert result.cancel == outcome
             assert turn.ladder is not None
             assert turn.ladder.resolution is expect.resolution
@@ -430,7 +430,7 @@ async def test_ladder_steps_are_reported_as_taken(tmp_path: Path) -> None:
         turn = session.prompt("/sleep 30000")
         await started(turn)
         outcome = await turn.cancel()
-        assert [r for _, r in seen] == [Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST, Rung.TERMINATE]
+        assert [r for _, r in seen][:3] == [Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST, Rung.TERMINATE]
         assert all(t is turn for t, _ in seen)
         assert outcome.steps == tuple(r.value for _, r in seen)
         await close_and_check(agent)
@@ -438,6 +438,7 @@ async def test_ladder_steps_are_reported_as_taken(tmp_path: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="BUG: PromptTurn._resolution only looks at the turn's own ladder: a turn of another "
     "session, ended by the SIGKILL another turn's ladder sent to the shared agent, is reported "
     "AGENT_EXITED ('unprompted by a kill') instead of KILLED",
@@ -458,6 +459,7 @@ async def test_sibling_turn_of_a_killed_agent_counts_as_killed(tmp_path: Path) -
 
 @pytest.mark.xfail(
     strict=True,
+    raises=AssertionError,
     reason="BUG (agent runtime): a session/cancel read in the same chunk as its session/prompt is "
     "dropped: AgentRuntime._session_cancel runs inline while the prompt's handler task has not "
     "started, so session.turn is None ('nothing to cancel'); only the ladder's $/cancel_request "
@@ -476,6 +478,7 @@ async def test_cancel_right_after_prompt_is_honoured(tmp_path: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
+    raises=RuntimeError,
     reason="BUG: PromptTurn._climb calls agent.on_ladder_step unguarded: if the host's callback "
     "raises, turn.cancel() raises and the ladder stops for good (no SIGTERM/SIGKILL)",
 )

@@ -1,9 +1,12 @@
 """Interop fixtures: the official ACP Python SDK (``agent-client-protocol``, import ``acp``) as a
-peer in a subprocess, talking to our ``acp_driver.aio.Connection`` over real OS pipes.
+peer in a subprocess, talking to our ``acp_driver.aio.Connection`` over real OS pipes; and the
+official SDKs at pinned versions (Python 0.12.1 and 1.0.0rc3, TypeScript 2.4.0), installed by
+the test setup into ``<repo>/.cache/interop/`` (fixture ``sdk``, see below).
 
 Without the SDK (or with one older than ``SDK_MIN``) every test here is SKIPPED with the reason
-in pytest's summary (``-ra``); set ``ACP_INTEROP_REQUIRED=1`` to make that a failure instead.
-``ACP_INTEROP_TRACE=1`` (with ``-s``) prints both sides' view of the wire after each test.
+in pytest's summary (``-ra``), and so is every test whose peer cannot be installed; set
+``ACP_INTEROP_REQUIRED=1`` to make that a failure instead. ``ACP_INTEROP_TRACE=1`` (with ``-s``)
+prints both sides' view of the wire after each test; ``ACP_INTEROP_CACHE`` moves the peer cache.
 """
 
 from __future__ import annotations
@@ -226,7 +229,7 @@ PY_SDK_VERSIONS = ("0.12.1", "1.0.0rc3")
 """``agent-client-protocol`` versions tested: the latest stable and the 1.0 pre-release."""
 TS_SDK_PACKAGE = "@agentclientprotocol/sdk"
 TS_SDK_VERSION = "2.4.0"
-NODE_MIN_MAJOR = 20  # the TS peers use AbortSignal.any (Node 20.3+)
+NODE_MIN = (20, 3)  # the TS peers use AbortSignal.any
 INSTALL_TIMEOUT = 150.0
 SCRIPT_TIMEOUT = 60.0
 
@@ -354,11 +357,12 @@ class PeerInstaller:
             raise InstallError("no `node` on PATH (the TypeScript SDK peers run on Node.js)")
         raw = _run_install([node, "--version"], "node --version").strip()
         try:
-            major = int(raw.lstrip("v").split(".")[0])
+            found = tuple(int(part) for part in raw.lstrip("v").split(".")[:2])
         except ValueError as exc:
             raise InstallError(f"cannot parse `node --version` output {raw!r}") from exc
-        if major < NODE_MIN_MAJOR:
-            raise InstallError(f"node {raw} is too old: the TypeScript peers need Node.js {NODE_MIN_MAJOR}+")
+        if found < NODE_MIN:
+            need = ".".join(map(str, NODE_MIN))
+            raise InstallError(f"node {raw} is too old: the TypeScript peers need Node.js {need}+")
         folder = self.cache / f"typescript-sdk-{TS_SDK_VERSION}"
         manifest = folder / "node_modules" / Path(*TS_SDK_PACKAGE.split("/")) / "package.json"
         with contextlib.suppress(OSError, ValueError):
@@ -397,14 +401,16 @@ def python_sdk_or_skip(installer: PeerInstaller, version: str) -> PythonSdk:
     try:
         return installer.python_sdk(version)
     except InstallError as exc:
-        not_run(f"cannot install the Python SDK peer {SDK_DIST}=={version} into {installer.cache}: {exc}")
+        problem = f"cannot install the Python SDK peer {SDK_DIST}=={version} into {installer.cache}: {exc}"
+    not_run(problem)
 
 
 def typescript_sdk_or_skip(installer: PeerInstaller) -> TypeScriptSdk:
     try:
         return installer.typescript_sdk()
     except InstallError as exc:
-        not_run(f"cannot install the TypeScript SDK peer {TS_SDK_PACKAGE}@{TS_SDK_VERSION}: {exc}")
+        problem = f"cannot install the TypeScript SDK peer {TS_SDK_PACKAGE}@{TS_SDK_VERSION}: {exc}"
+    not_run(problem)
 
 
 PEER_IDS = (*(f"python-sdk-{v}" for v in PY_SDK_VERSIONS), f"typescript-sdk-{TS_SDK_VERSION}")

@@ -448,3 +448,21 @@ async def test_large_write_and_read_roundtrip(fs, session, root):
     text = "ünïcödé line\n" * 200_000  # ~3 MB
     await fs.write_text_file(session, str(root / "big.txt"), text)
     assert await fs.read_text_file(session, str(root / "big.txt")) == text
+
+
+async def test_file_io_runs_off_the_event_loop(fs, session, root, monkeypatch):
+    import threading
+
+    threads: list[str] = []
+    for name in ("_read_bytes", "_write_bytes"):
+        original = getattr(fs, name)
+
+        def spy(*args: object, _original=original) -> object:
+            threads.append(threading.current_thread().name)
+            return _original(*args)
+
+        monkeypatch.setattr(fs, name, spy)
+    await fs.write_text_file(session, str(root / "t.txt"), "x")
+    assert await fs.read_text_file(session, str(root / "t.txt")) == "x"
+    assert len(threads) == 2
+    assert threading.main_thread().name not in threads

@@ -405,12 +405,14 @@ async def test_no_terminal_for_a_released_or_cancelled_owner(terminals, session)
 async def test_create_cancelled_midway_leaves_nothing(terminals, session):
     task = asyncio.create_task(terminals.create(session, session, params("sleep", "60")))
     await asyncio.sleep(0)  # spawned and registered; now awaiting the pipe
+    (terminal,) = terminals.terminals.values()
+    assert pid_alive(terminal.pid)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert terminals.terminals == {}
-    for pgid in terminals.pgids:
-        assert live_members(pgid) == []
+    assert live_members(terminal.pgid) == []
+    assert terminal.process.popen.stdout.closed
 
 
 async def test_aclose_kills_everything_and_refuses_new_terminals(session):

@@ -302,20 +302,24 @@ class AgentRuntime:
         session.turn = turn
         # The turn runs in its own task (it inherits this request's context, so its requests
         # are children of the prompt); this handler stays free to answer when it is cancelled.
-        task = asyncio.get_running_loop().create_task(self._run_turn(turn), name=f"turn {session.id}")
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(self._run_turn(turn), name=f"turn {session.id}")
         turn.task = task
+        cancelled = loop.create_task(turn._cancel_event.wait())
         try:
             try:
-                result = await asyncio.shield(task)
+                await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:
                 # $/cancel_request for the prompt, or the connection is closing: same as session/cancel.
                 if not task.done():
                     turn.cancel("$/cancel_request" if self.connection.is_open else "connection closing")
-                result = await self._unwind(turn)
             if turn.cancel_requested:
-                result = self._cancelled_answer(turn, result)
+                result = self._cancelled_answer(turn, await self._unwind(turn))
+            else:
+                result = task.result()
             return result
         finally:
+            cancelled.cancel()
             if session.turn is turn:
                 session.turn = None
             turn._end()
@@ -370,7 +374,9 @@ class AgentRuntime:
             return {"stopReason": faults.stop_reason_on_cancel}
         return CANCELLED
 
-    def _session_cancel(self, params: Any) -> None:
+    async def _session_cancel(self, params: Any) -> None:
+        # A coroutine on purpose: the connection starts it as a task, after the task of a
+        # session/prompt read just before it has taken its first step (and registered its turn).
         sid = params.get("sessionId") if isinstance(params, dict) else None
         session = self.sessions.get(sid) if isinstance(sid, str) else None
         if session is None or session.turn is None:

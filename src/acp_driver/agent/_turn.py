@@ -138,6 +138,7 @@ class Turn:
         self.ended = False
         self.task: asyncio.Task[Any] | None = None
         self._after_end: list[Callable[[], object]] = []
+        self._cancel_event = asyncio.Event()
         self._notify = runtime.connection.notify
 
     @property
@@ -303,6 +304,7 @@ class Turn:
             return
         self.cancel_requested = True
         self.cancel_reason = reason
+        self._cancel_event.set()
         if self.task is not None and not self.task.done():
             self.task.cancel(reason)
         self.runtime.connection.cascade_cancel(self.request_id, f"turn cancelled: {reason}")

@@ -333,7 +333,10 @@ class Connection:
     def _on_request(self, event: Request) -> None:
         core = self._core
         if self.state is not State.OPEN:
-            core.send_cancelled(event.id, "Request cancelled: connection closing")
+            if core.closed or not self.writable:
+                core.abandon_incoming(event.id)  # nothing can be sent any more
+            else:
+                core.send_cancelled(event.id, "Request cancelled: connection closing")
             return
         spec = self._requests.get(event.method)
         if spec is None:
@@ -507,11 +510,13 @@ class Connection:
         if on_sent is not None:
             on_sent(rid)
         try:
-            if self._write_paused:
-                await self._wait_writable()
             if timeout is None:
+                if self._write_paused:
+                    await self._wait_writable()
                 return await fut
             async with asyncio.timeout(timeout):
+                if self._write_paused:
+                    await self._wait_writable()
                 return await fut
         except TimeoutError:
             answer = await self._give_up(rid, fut, cancel_grace)
@@ -542,6 +547,9 @@ class Connection:
         the answer up to ``grace``. Returns the future holding the answer if there is one."""
         if fut.done() and not fut.cancelled():
             return fut  # the answer crossed the cancel: it wins
+        kept = self._waiters.get(rid)
+        if kept is not None and kept.done() and not kept.cancelled():
+            return kept  # the answer arrived while the caller was being cancelled
         if rid not in self._core.outgoing or self.state is not State.OPEN:
             return None
         if self._core.send_cancel_request(rid):
@@ -564,14 +572,37 @@ class Connection:
             return True
         return False
 
+    def awaiting(self, rid: RequestId) -> bool:
+        """Whether our request ``rid`` still waits for its answer, in event order.
+
+        Unlike the core's ledger, which reflects a whole chunk of input at once, this is exact
+        while the events of one chunk are dispatched (an update before the response sees True).
+        """
+        fut = self._waiters.get(rid)
+        return fut is not None and not fut.done()
+
+    def _answer_future(self, rid: RequestId) -> asyncio.Future[Any] | None:
+        """The future to resolve with the answer to ``rid``, in event order."""
+        fut = self._waiters.get(rid)
+        if fut is None:
+            return None
+        if fut.cancelled():
+            # The caller is giving up right now (its timeout fired, it has not resumed yet):
+            # keep the answer for it -- the answer crossed the cancel, and it wins.
+            assert self._loop is not None
+            fut = self._waiters[rid] = self._loop.create_future()
+            return fut
+        del self._waiters[rid]
+        return None if fut.done() else fut
+
     def _on_response(self, event: Response) -> None:
-        fut = self._waiters.pop(event.id, None)
-        if fut is not None and not fut.done():
+        fut = self._answer_future(event.id)
+        if fut is not None:
             fut.set_result(event.result)
 
     def _on_error_response(self, event: ErrorResponse) -> None:
-        fut = self._waiters.pop(event.id, None)
-        if fut is not None and not fut.done():
+        fut = self._answer_future(event.id)
+        if fut is not None:
             fut.set_exception(
                 error_from_object({"code": event.code, "message": event.message, "data": event.data})
             )

@@ -134,13 +134,15 @@ class Connection:
 
     # ------------------------------------------------------------------ sending
 
-    def _check_open(self) -> None:
+    def _check_open(self, params: Any = None) -> None:
         if self.closed:
             raise LocalProtocolError("the connection is closed")
+        if isinstance(params, (str, bytes, int, float)):  # bool is an int
+            raise LocalProtocolError(f"params must be an object or an array, not {type(params).__name__}")
 
     def send_request(self, method: str, params: Any = None, *, parent: RequestId = None) -> int:
         """Queue a request; return its id. ``parent`` is the incoming request it serves, if any."""
-        self._check_open()
+        self._check_open(params)
         rid = self._next_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
@@ -152,7 +154,7 @@ class Connection:
         return rid
 
     def send_notification(self, method: str, params: Any = None) -> None:
-        self._check_open()
+        self._check_open(params)
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params

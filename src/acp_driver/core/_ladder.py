@@ -61,8 +61,8 @@ class LadderPolicy:
     terminate_at: float = 0.75
 
     def __post_init__(self) -> None:
-        if self.budget < 0:
-            raise ValueError("budget must be >= 0")
+        if not self.budget >= 0 or self.budget == float("inf"):  # NaN fails every comparison
+            raise ValueError("budget must be a finite number >= 0")
         if not 0 <= self.cancel_request_at <= self.terminate_at <= 1:
             raise ValueError("need 0 <= cancel_request_at <= terminate_at <= 1")
 

@@ -130,6 +130,7 @@ class PromptTurn:
         self._ladder: CancelLadder | None = None
         self._cancel_task: asyncio.Task[CancelOutcome] | None = None
         self._kill_now = asyncio.Event()
+        self._release_task: asyncio.Task[Any] | None = None
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"prompt {session.id}")
 
     # ------------------------------------------------------------------ consuming
@@ -242,7 +243,9 @@ class PromptTurn:
 
     def _resolution(self, stop_reason: str | None, error: RpcError | None) -> Resolution:
         ladder = self._ladder
-        killed = ladder is not None and any(r in (Rung.TERMINATE, Rung.KILL) for _, r in ladder.taken)
+        killed = self.agent.signalled or (
+            ladder is not None and any(r in (Rung.TERMINATE, Rung.KILL) for _, r in ladder.taken)
+        )
         if isinstance(error, ConnectionClosedError):
             return Resolution.KILLED if killed else Resolution.AGENT_EXITED
         if stop_reason == "cancelled":
@@ -277,7 +280,7 @@ class PromptTurn:
         # agent's to release (it may use them in a later turn).
         terminals = self.agent.services.terminals
         if terminals is not None and (self.cancel_requested or resolution is not Resolution.COMPLETED):
-            self.agent._spawn(terminals.release_owner(self), "release terminals of the turn")
+            self._release_terminals(terminals)
 
     # ------------------------------------------------------------------ cancel
 
@@ -314,7 +317,10 @@ class PromptTurn:
                 steps = ladder.skip_to_kill(now) if self._kill_now.is_set() else ladder.poll(now)
                 for rung in steps:
                     if on_step is not None:
-                        on_step(self, rung)
+                        try:
+                            on_step(self, rung)
+                        except Exception:
+                            logger.exception("on_ladder_step callback failed")
                     await self._step(rung)
                 if self._ended():
                     break
@@ -338,6 +344,10 @@ class PromptTurn:
         finally:
             if kill_wait is not None:
                 kill_wait.cancel()
+        if self._release_task is not None:
+            # The turn's terminals are dead when cancel() returns (bounded: never hang here).
+            with contextlib.suppress(Exception):
+                await asyncio.wait({self._release_task}, timeout=self.agent.reap_timeout)
         result = self.result
         assert result is not None
         return _outcome_from_ladder("current_turn", ladder, result.stop_reason)
@@ -348,16 +358,19 @@ class PromptTurn:
         if rung is Rung.SESSION_CANCEL:
             self._cancel_host_side()
             if conn.is_open:
+                # Never wait for the pipe here: an agent that stopped reading must not stall the ladder.
                 with contextlib.suppress(AcpError):
-                    await conn.notify(p.SESSION_CANCEL, {"sessionId": self.session.id})
+                    conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": self.session.id})
         elif rung is Rung.CANCEL_REQUEST:
             if self.request_id is not None:
                 conn.cancel_request(self.request_id)
         elif rung is Rung.TERMINATE:
             logger.warning("turn of %s ignored the cancel; SIGTERM to the agent's group", self.session.id)
+            agent.signalled = True
             agent.process.terminate()
         elif rung is Rung.KILL:
             logger.warning("turn of %s still unresolved; SIGKILL to the agent's group", self.session.id)
+            agent.signalled = True
             agent.process.kill()
 
     def _cancel_host_side(self) -> None:
@@ -369,7 +382,13 @@ class PromptTurn:
             task.cancel("turn cancelled")
         terminals = self.agent.services.terminals
         if terminals is not None:
-            self.agent._spawn(terminals.release_owner(self), "release terminals of the turn")
+            self._release_terminals(terminals)
+
+    def _release_terminals(self, terminals: Any) -> None:
+        if self._release_task is None:
+            self._release_task = self.agent._spawn(
+                terminals.release_owner(self), "release terminals of the turn"
+            )
 
     def __repr__(self) -> str:
         return f"PromptTurn(session={self.session.id!r}, request={self.request_id!r}, done={self.done})"
@@ -500,18 +519,24 @@ class RemoteSession:
                 turn._accept(update)
             return
         last = self.last_turn
-        if turn is None or (last is not None and last.owns(update) and not turn.owns(update)):
-            # A turn update with no turn running, or naming a finished turn's tool call/message.
-            self.late_updates += 1
-            if last is not None:
-                last.late_updates.append(update)
-            logger.warning(
-                "session %s: %s arrived after its turn's response (peer violation); not attributed",
-                self.id,
-                update.kind,
-            )
+        late_of: PromptTurn | None = None
+        if turn is None or turn.request_id is None:
+            late_of = last  # no turn running, or its prompt is not even sent yet
+        elif not self.agent.connection.awaiting(turn.request_id):
+            late_of = turn  # its prompt was answered (in this same read): the turn is over
+        elif last is not None and last.owns(update) and not turn.owns(update):
+            late_of = last  # names a tool call or message of the finished turn
+        else:
+            turn._accept(update)
             return
-        turn._accept(update)
+        self.late_updates += 1
+        if late_of is not None:
+            late_of.late_updates.append(update)
+        logger.warning(
+            "session %s: %s arrived after its turn's response (peer violation); not attributed",
+            self.id,
+            update.kind,
+        )
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.id!r})"
@@ -547,6 +572,8 @@ class RemoteAgent:
         self.capabilities: dict[str, Any] = {}
         self.auth_methods: list[dict[str, Any]] = []
         self.protocol_version: int | None = None
+        self.signalled = False
+        """The host signalled the agent's group (ladder, ``kill``, shutdown escalation)."""
         self.on_ladder_step: Any = None
         """``f(turn, rung)`` called as each ladder step is taken (progress display)."""
         self._background: set[asyncio.Task[Any]] = set()
@@ -582,7 +609,10 @@ class RemoteAgent:
         try:
             process = ProcessGroup.spawn(argv, cwd=cwd, env=env)
         except OSError as exc:
-            raise AgentStartError(f"cannot start agent {argv[0]!r}: {exc.strerror or exc}") from exc
+            what = exc.strerror or str(exc)
+            if exc.filename is not None and str(exc.filename) != argv[0]:
+                what += f": {exc.filename}"  # e.g. the cwd does not exist
+            raise AgentStartError(f"cannot start agent {argv[0]!r}: {what}") from exc
         stderr = StderrTail(label)
         connection = Connection(name=label, tracer=tracer)
         agent = cls(
@@ -769,6 +799,7 @@ class RemoteAgent:
 
     async def kill(self) -> int:
         """SIGKILL the agent's whole group now; returns the exit status."""
+        self.signalled = True
         self.process.kill()
         code = await self.process.reap(term_timeout=0)
         await self._finalize(f"agent {exit_description(code)}")
@@ -838,8 +869,10 @@ class RemoteAgent:
             self.process._kill_stragglers()
         terminals = self.services.terminals
         if terminals is not None:
-            with contextlib.suppress(Exception):
-                await terminals.aclose()
+            # Only this agent's terminals: one ClientServices may serve several agents.
+            for session in list(self.sessions.values()):
+                with contextlib.suppress(Exception):
+                    await terminals.release_owner(session)
         stderr_transport = getattr(self, "_stderr_transport", None)
         if stderr_transport is not None:
             stderr_transport.close()
@@ -851,10 +884,11 @@ class RemoteAgent:
         reason = self._exit_reason or self.connection.close_reason or "connection closed"
         return AgentExitedError(reason)
 
-    def _spawn(self, coro: Any, what: str) -> None:
+    def _spawn(self, coro: Any, what: str) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro, name=f"{self.name}: {what}")
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     # ------------------------------------------------------------------ agent -> client
 
@@ -903,6 +937,8 @@ class RemoteAgent:
         return session, session.current_turn, params
 
     def _enlist(self, turn: PromptTurn | None, method: str) -> Any:
+        if turn is not None and turn.cancel_requested:
+            raise RequestCancelledError(f"{method}: the turn is being cancelled")
         ctx = current_request()
         task = asyncio.current_task()
         if turn is None or ctx is None or task is None:

@@ -183,8 +183,8 @@ class LocalFileSystem:
                 if size > self.max_read_bytes:
                     raise self._too_large(target, size)
                 data = f.read(self.max_read_bytes + 1)
-                if len(data) > self.max_read_bytes:
-                    raise self._too_large(target, len(data))
+                if len(data) > self.max_read_bytes:  # it grew since fstat
+                    raise self._too_large(target, max(size, len(data)))
                 return data
             return self._read_lines(f, target, line or 1, limit)
 
@@ -208,14 +208,14 @@ class LocalFileSystem:
         return bytes(out)
 
     def _too_large(self, target: _Target, size: int, *, window: bool = False) -> ServiceError:
-        what = "the requested lines are" if window else f"{target.path} is"
-        hint = "" if window else "; read it in parts with line/limit"
-        return refused(
-            f"{what} more than the {self.max_read_bytes}-byte read limit ({size} bytes or more){hint}",
-            REASON_TOO_LARGE,
-            path=target.path,
-            limit=self.max_read_bytes,
-        )
+        if window:
+            message = f"the requested lines of {target.path} exceed the {self.max_read_bytes}-byte read limit"
+        else:
+            message = (
+                f"{target.path} is {size} bytes, more than the {self.max_read_bytes}-byte read limit;"
+                " read it in parts with line/limit"
+            )
+        return refused(message, REASON_TOO_LARGE, path=target.path, limit=self.max_read_bytes)
 
     def _open_for_read(self, target: _Target) -> int:
         assert target.name is not None

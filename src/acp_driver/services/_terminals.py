@@ -228,7 +228,8 @@ class Terminal:
     async def wait_for_exit(self) -> dict[str, Any]:
         await self._settled.wait()
         status = self.exit_status()
-        assert status is not None
+        if status is None:  # pragma: no cover - released without a known exit (stop failed)
+            raise failed(f"terminal {self.id} ended without a known exit status", REASON_SPAWN_FAILED)
         return status
 
     # ------------------------------------------------------------------ ending
@@ -257,6 +258,8 @@ class Terminal:
         finally:
             if self._transport is not None:
                 self._transport.close()
+            elif self.process.popen.stdout is not None:
+                self.process.popen.stdout.close()  # never attached (creation interrupted)
             task = self._settle_task
             if task is not None and not task.done():
                 task.cancel()

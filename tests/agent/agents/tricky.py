@@ -1,0 +1,79 @@
+"""An agent whose prompt handler misbehaves in the ways the runtime must absorb.
+
+The prompt text picks the behaviour:
+  raise      -- raises RuntimeError once cancelled (API clients throw on abort)
+  end_turn   -- catches the cancellation and returns end_turn
+  swallow    -- swallows the cancellation, keeps going, then tries to send more updates
+  permission -- asks permission and waits (for the cascade)
+  two        -- starts two client requests from a sub-task and waits (cascade of untracked children)
+  stream     -- streams updates until cancelled
+  error      -- raises an RpcError without any cancel
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from acp_driver import RpcError
+from acp_driver.agent import Agent, Turn, TurnEndedError, run_agent
+
+LOG: list[str] = []
+
+
+class Tricky(Agent):
+    name = "tricky"
+
+    async def prompt(self, turn: Turn) -> str:
+        mode = turn.text.strip()
+        await turn.message(f"mode {mode}\n")
+        if mode == "raise":
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                raise RuntimeError("stream aborted") from None
+        if mode == "end_turn":
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                return "end_turn"
+        if mode == "swallow":
+            for _ in range(3):
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    pass
+            await asyncio.sleep(5)
+            try:
+                await turn.message("after the fence\n")
+            except TurnEndedError:
+                sys.stderr.write("fenced: update refused\n")
+                sys.stderr.flush()
+            return "end_turn"
+        if mode == "permission":
+            call = await turn.tool_call("risky", kind="edit")
+            await turn.request_permission(call)
+            return "end_turn"
+        if mode == "two":
+            async def ask(path: str) -> Any:
+                return await turn.request("_test/slow", {"path": path})
+
+            tasks = [asyncio.ensure_future(ask("a")), asyncio.ensure_future(ask("b"))]
+            await asyncio.sleep(60)
+            for task in tasks:
+                task.cancel()
+            return "end_turn"
+        if mode == "stream":
+            i = 0
+            while True:
+                i += 1
+                await turn.message(f"{i}\n")
+                await asyncio.sleep(0.005)
+        if mode == "error":
+            raise RpcError(-32042, "custom failure", {"why": "test"})
+        return "end_turn"
+
+
+if __name__ == "__main__":
+    run_agent(Tricky(), cancel_timeout=0.5)

@@ -1,0 +1,241 @@
+"""The agent runtime's guarantees, seen on the wire from a raw client over real pipes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from acp_driver import Connection, RpcError
+from acp_driver.aio._process import ProcessGroup
+from acp_driver.aio._transports import _ReadProtocol, _WriteProtocol
+
+HERE = Path(__file__).parent
+TRICKY = [sys.executable, str(HERE / "agents" / "tricky.py")]
+REFERENCE = [sys.executable, "-m", "acp_driver", "agent"]
+
+
+class Client:
+    """A raw ACP client: records every line, answers what the test tells it to."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.lines: list[tuple[float, str, dict[str, Any]]] = []
+        self.conn = Connection(name="test-client", tracer=self._trace)
+        self.process: ProcessGroup | None = None
+        self.session_id = ""
+        self.held: list[asyncio.Event] = []
+
+    def _trace(self, direction: str, line: bytes) -> None:
+        self.lines.append((time.monotonic(), direction, orjson.loads(line)))
+
+    async def start(self) -> None:
+        self.process = ProcessGroup.spawn(self.argv, stderr=None)
+        popen = self.process.popen
+        loop = asyncio.get_running_loop()
+        wt, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(self.conn), popen.stdin)
+        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(self.conn), popen.stdout)
+        self.conn.attach(wt, closers=[rt.close])
+        await self.conn.request("initialize", {"protocolVersion": 1, "clientCapabilities": {"terminal": True}})
+        result = await self.conn.request("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+        self.session_id = result["sessionId"]
+
+    def prompt(self, text: str) -> asyncio.Task[Any]:
+        params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
+        return asyncio.ensure_future(self.conn.request("session/prompt", params))
+
+    def cancel(self) -> None:
+        self.conn.notify_nowait("session/cancel", {"sessionId": self.session_id})
+
+    def received(self, method: str | None = None) -> list[tuple[float, dict[str, Any]]]:
+        return [(t, m) for t, d, m in self.lines if d == "in" and (method is None or m.get("method") == method)]
+
+    def response_to(self, method: str) -> tuple[float, dict[str, Any]]:
+        ids = {m["id"] for _, d, m in self.lines if d == "out" and m.get("method") == method}
+        found = [(t, m) for t, d, m in self.lines if d == "in" and "method" not in m and m.get("id") in ids]
+        assert found, f"no response to {method}"
+        return found[-1]
+
+    async def wait_for(self, method: str, count: int = 1) -> None:
+        while len(self.received(method)) < count:
+            await asyncio.sleep(0.005)
+
+    async def close(self) -> None:
+        await self.conn.aclose()
+        if self.process is not None:
+            await self.process.reap(term_timeout=1.0)
+
+
+async def client(argv: list[str]) -> AsyncIterator[Client]:
+    c = Client(argv)
+    try:
+        async with asyncio.timeout(60):
+            await c.start()
+            yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture
+async def tricky() -> AsyncIterator[Client]:
+    async for c in client(TRICKY):
+        yield c
+
+
+@pytest.fixture
+async def reference() -> AsyncIterator[Client]:
+    async for c in client(REFERENCE):
+        yield c
+
+
+@pytest.mark.parametrize("mode", ["raise", "end_turn", "swallow"])
+async def test_cancelled_turn_answers_cancelled_whatever_the_handler_does(tricky: Client, mode: str) -> None:
+    turn = tricky.prompt(mode)
+    await tricky.wait_for("session/update")
+    tricky.cancel()
+    assert await turn == {"stopReason": "cancelled"}
+
+
+async def test_swallowed_cancel_is_fenced_after_the_response(tricky: Client) -> None:
+    turn = tricky.prompt("swallow")
+    await tricky.wait_for("session/update")
+    tricky.cancel()
+    await turn
+    answered_at, _ = tricky.response_to("session/prompt")
+    await asyncio.sleep(6)  # the handler tries to send an update ~5 s later
+    late = [m for t, m in tricky.received("session/update") if t > answered_at]
+    assert late == []
+
+
+async def test_handler_error_without_cancel_is_passed_through(tricky: Client) -> None:
+    with pytest.raises(RpcError) as info:
+        await tricky.prompt("error")
+    assert info.value.code == -32042
+    assert info.value.data == {"why": "test"}
+
+
+async def test_cascade_cancel_request_for_the_pending_permission_is_on_the_wire(tricky: Client) -> None:
+    release = asyncio.Event()
+
+    async def hold(params: Any) -> Any:
+        await release.wait()
+        return {"outcome": {"outcome": "cancelled"}}
+
+    tricky.conn.on_request("session/request_permission", hold)
+    turn = tricky.prompt("permission")
+    await tricky.wait_for("session/request_permission")
+    _, permission = tricky.received("session/request_permission")[0]
+    tricky.cancel()
+    assert await turn == {"stopReason": "cancelled"}
+    cancels = [m["params"]["requestId"] for _, m in tricky.received("$/cancel_request")]
+    assert cancels == [permission["id"]]
+    # Order on the wire: the cascade comes before the prompt's response.
+    cancel_at = tricky.received("$/cancel_request")[0][0]
+    answered_at, _ = tricky.response_to("session/prompt")
+    assert cancel_at <= answered_at
+
+
+async def test_cascade_reaches_requests_made_from_sub_tasks(tricky: Client) -> None:
+    started = asyncio.Event()
+    calls: list[Any] = []
+
+    async def slow(params: Any) -> Any:
+        calls.append(params)
+        if len(calls) == 2:
+            started.set()
+        await asyncio.sleep(60)
+
+    tricky.conn.on_request("_test/slow", slow)
+    turn = tricky.prompt("two")
+    await asyncio.wait_for(started.wait(), 30)
+    tricky.cancel()
+    assert await turn == {"stopReason": "cancelled"}
+    outgoing_ids = {m["id"] for _, m in tricky.received("_test/slow")}
+    cancelled = {m["params"]["requestId"] for _, m in tricky.received("$/cancel_request")}
+    assert cancelled == outgoing_ids
+    assert tricky.conn.in_flight == (0, 0)
+
+
+async def test_no_update_after_the_response_for_a_streaming_turn(tricky: Client) -> None:
+    turn = tricky.prompt("stream")
+    await tricky.wait_for("session/update", 20)
+    tricky.cancel()
+    assert await turn == {"stopReason": "cancelled"}
+    answered_at, _ = tricky.response_to("session/prompt")
+    await asyncio.sleep(0.5)
+    assert [m for t, m in tricky.received("session/update") if t > answered_at] == []
+
+
+async def test_cancel_request_on_the_prompt_answers_cancelled(reference: Client) -> None:
+    ids: list[Any] = []
+    params = {"sessionId": reference.session_id, "prompt": [{"type": "text", "text": "/sleep 30000"}]}
+    turn = asyncio.ensure_future(reference.conn.request("session/prompt", params, on_sent=ids.append))
+    await asyncio.sleep(0.2)
+    reference.conn.cancel_request(ids[0])
+    assert await turn == {"stopReason": "cancelled"}
+
+
+async def test_idle_cancel_does_not_poison_the_next_turn(reference: Client) -> None:
+    reference.cancel()
+    reference.conn.notify_nowait("session/cancel", {"sessionId": "unknown-session"})
+    await asyncio.sleep(0.1)
+    assert await reference.prompt("hello") == {"stopReason": "end_turn"}
+
+
+async def test_second_concurrent_prompt_is_refused_and_the_first_is_untouched(reference: Client) -> None:
+    first = reference.prompt("/sleep 300\nfirst done")
+    await asyncio.sleep(0.05)
+    with pytest.raises(RpcError) as info:
+        await reference.prompt("second")
+    assert info.value.code == -32600
+    assert "busy" in info.value.message
+    assert await first == {"stopReason": "end_turn"}
+    assert await reference.prompt("third") == {"stopReason": "end_turn"}
+
+
+async def test_capabilities_match_what_is_implemented(reference: Client) -> None:
+    init = next(m for _, m in reference.received() if m.get("id") == 1 and "result" in m)
+    caps = init["result"]["agentCapabilities"]
+    assert caps["loadSession"] is False
+    assert caps["sessionCapabilities"] == {"close": {}}
+    for method in ("session/load", "session/list", "session/resume", "authenticate"):
+        with pytest.raises(RpcError) as info:
+            await reference.conn.request(method, {"sessionId": reference.session_id, "cwd": "/", "methodId": "x"})
+        assert info.value.code == -32601
+    assert await reference.conn.request("session/close", {"sessionId": reference.session_id}) == {}
+
+
+async def test_capability_gated_calls_send_nothing(reference: Client) -> None:
+    # The client advertised terminals but no fs: /read is refused locally, /terminal goes out.
+    turn = reference.prompt("/read /etc/hostname")
+    assert await turn == {"stopReason": "end_turn"}
+    assert reference.received("fs/read_text_file") == []
+    texts = [m["params"]["update"]["content"]["text"] for _, m in reference.received("session/update")]
+    assert any("does not support fs/read_text_file" in t for t in texts)
+
+
+async def test_stdin_eof_cancels_in_flight_work_and_exits_quickly() -> None:
+    c = Client(REFERENCE)
+    try:
+        async with asyncio.timeout(60):
+            await c.start()
+            turn = c.prompt("/sleep 30000")
+            await asyncio.sleep(0.2)
+            started = time.monotonic()
+            c.conn.close_write()
+            assert c.process is not None
+            code = await c.process.wait()
+            elapsed = time.monotonic() - started
+            assert code == 0
+            assert elapsed < 5  # the runtime exits within ~1 s; generous for slow machines
+            # The in-flight prompt was answered before the exit (stdout still writable).
+            assert await turn == {"stopReason": "cancelled"}
+    finally:
+        await c.close()
