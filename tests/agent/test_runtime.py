@@ -43,7 +43,9 @@ class Client:
         wt, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(self.conn), popen.stdin)
         rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(self.conn), popen.stdout)
         self.conn.attach(wt, closers=[rt.close])
-        await self.conn.request("initialize", {"protocolVersion": 1, "clientCapabilities": {"terminal": True}})
+        await self.conn.request(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": {"terminal": True}}
+        )
         result = await self.conn.request("session/new", {"cwd": os.getcwd(), "mcpServers": []})
         self.session_id = result["sessionId"]
 
@@ -55,7 +57,9 @@ class Client:
         self.conn.notify_nowait("session/cancel", {"sessionId": self.session_id})
 
     def received(self, method: str | None = None) -> list[tuple[float, dict[str, Any]]]:
-        return [(t, m) for t, d, m in self.lines if d == "in" and (method is None or m.get("method") == method)]
+        return [
+            (t, m) for t, d, m in self.lines if d == "in" and (method is None or m.get("method") == method)
+        ]
 
     def response_to(self, method: str) -> tuple[float, dict[str, Any]]:
         ids = {m["id"] for _, d, m in self.lines if d == "out" and m.get("method") == method}
@@ -207,7 +211,9 @@ async def test_capabilities_match_what_is_implemented(reference: Client) -> None
     assert caps["sessionCapabilities"] == {"close": {}}
     for method in ("session/load", "session/list", "session/resume", "authenticate"):
         with pytest.raises(RpcError) as info:
-            await reference.conn.request(method, {"sessionId": reference.session_id, "cwd": "/", "methodId": "x"})
+            await reference.conn.request(
+                method, {"sessionId": reference.session_id, "cwd": "/", "methodId": "x"}
+            )
         assert info.value.code == -32601
     assert await reference.conn.request("session/close", {"sessionId": reference.session_id}) == {}
 

@@ -21,7 +21,13 @@ def run(*args: str, timeout: float = 60, **kwargs: Any) -> subprocess.CompletedP
     env = {**os.environ, "NO_COLOR": "1"}
     env.update(kwargs.pop("env", {}))
     return subprocess.run(
-        [*CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, **kwargs
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        **kwargs,
     )
 
 
@@ -249,7 +255,12 @@ def test_usage_errors() -> None:
 def test_chat_runs_turns_from_piped_lines() -> None:
     env = {**os.environ, "NO_COLOR": "1"}
     result = subprocess.run(
-        [*CLI, "chat"], input="first turn\n\n/stream 2 0\n", capture_output=True, text=True, timeout=60, env=env
+        [*CLI, "chat"],
+        input="first turn\n\n/stream 2 0\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "first turn\nchunk 1/2\nchunk 2/2\n"
@@ -258,11 +269,14 @@ def test_chat_runs_turns_from_piped_lines() -> None:
 
 def test_agent_subcommand_speaks_acp() -> None:
     request = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": {}},
+        }
     )
-    result = subprocess.run(
-        [*CLI, "agent"], input=request + "\n", capture_output=True, text=True, timeout=30
-    )
+    result = subprocess.run([*CLI, "agent"], input=request + "\n", capture_output=True, text=True, timeout=30)
     assert result.returncode == 0
     answer = json.loads(result.stdout.splitlines()[0])
     assert answer["id"] == 1
@@ -302,7 +316,9 @@ def test_check_passes_the_polite_reference_agent() -> None:
         ("hang", CANCEL_RULE, True),
     ],
 )
-def test_check_fails_each_misbehaviour_naming_the_rule(behavior: str, failing_rule: str, must_fails: bool) -> None:
+def test_check_fails_each_misbehaviour_naming_the_rule(
+    behavior: str, failing_rule: str, must_fails: bool
+) -> None:
     code, doc = check("--", *AGENT.split(), "--behavior", behavior)
     rules = results_by_rule(doc)
     assert rules[failing_rule] == "fail", doc

@@ -215,13 +215,6 @@ async def test_updates_after_the_response_are_late(tmp_path: Path) -> None:
         await close_and_check(agent)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: a turn update read in the same chunk as the session/prompt response is given to "
-    "the finished turn (RemoteSession._deliver sees current_turn still set: PromptTurn._run only "
-    "clears it when its task resumes on a later loop iteration)",
-)
 async def test_update_in_the_same_read_as_the_response_is_late(tmp_path: Path) -> None:
     """The agent writes the response and a chunk of the turn in one ``write``: the host reads
     both at once. The chunk still came after the response: it is late, not part of the turn."""
@@ -262,12 +255,6 @@ async def test_not_executable(tmp_path: Path) -> None:
         await launch([str(plain)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: RemoteAgent.launch reports OSError.strerror only, naming argv[0]: a missing cwd "
-    "reads \"cannot start agent '.../python': No such file or directory\" (blames the binary)",
-)
 async def test_nonexistent_cwd_is_named(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir"
     with pytest.raises(AgentStartError) as info:
@@ -330,7 +317,7 @@ async def test_agent_kill_and_shutdown_are_idempotent(tmp_path: Path) -> None:
             await take(turn, 1)
             assert await agent.kill() == -9
             result = await turn
-            # Killed by the host, not by the turn's ladder (see the sibling-turn xfail test).
+            # Killed by the host, not by the turn's ladder (see the sibling-turn test).
             assert result.resolution in (Resolution.AGENT_EXITED, Resolution.KILLED)
             assert "SIGKILL" in (result.error.message if result.error else "")
             assert await agent.kill() == -9
@@ -353,12 +340,8 @@ async def test_shutdown_escalates_for_an_agent_ignoring_eof_and_sigterm(tmp_path
 # ---------------------------------------------------------------------- backpressure
 
 
-BACKPRESSURE_BUG = (
-    "BUG: the ladder blocks on write backpressure. PromptTurn._step(SESSION_CANCEL) does "
-    "`await conn.notify(session/cancel)`, and Connection.notify awaits _wait_writable() while the "
-    "transport is paused; an agent that stopped reading stdin never unpauses it, so _climb never "
-    "gets past session_cancel (no cancel_request, SIGTERM or SIGKILL; turn.kill() is not seen either)"
-)
+# Regression tests: the ladder used to block on write backpressure (session/cancel awaited a
+# writable pipe), so an agent that stopped reading stdin was never escalated or killed.
 
 
 async def _stuck_turn(agent: RemoteAgent, tmp_path: Path) -> tuple[RemoteSession, PromptTurn]:
@@ -370,7 +353,6 @@ async def _stuck_turn(agent: RemoteAgent, tmp_path: Path) -> tuple[RemoteSession
     return session, turn
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BACKPRESSURE_BUG)
 async def test_cancel_lands_when_the_agent_stops_reading(tmp_path: Path) -> None:
     budget = 1.5
     async with (
@@ -389,7 +371,6 @@ async def test_cancel_lands_when_the_agent_stops_reading(tmp_path: Path) -> None
         assert "terminate" in outcome.steps
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=BACKPRESSURE_BUG)
 async def test_kill_lands_when_the_agent_stops_reading(tmp_path: Path) -> None:
     async with (
         asyncio.timeout(60),
@@ -410,12 +391,6 @@ async def test_kill_lands_when_the_agent_stops_reading(tmp_path: Path) -> None:
         assert outcome.resolution is Resolution.KILLED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: Connection.request (aio/_connection.py) awaits _wait_writable() before entering "
-    "`asyncio.timeout(timeout)`, so a request to an agent that stopped reading never times out",
-)
 async def test_request_timeout_holds_when_the_agent_stops_reading(tmp_path: Path) -> None:
     async with asyncio.timeout(60), running(script("stops_reading")) as agent:
         await _stuck_turn(agent, tmp_path)

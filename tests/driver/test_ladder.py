@@ -85,12 +85,6 @@ def test_invalid_policy_raises(kwargs: dict[str, float]) -> None:
         LadderPolicy(**kwargs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: LadderPolicy accepts budget=nan (`nan < 0` is False); every deadline is then nan, "
-    "poll() never returns the later steps and the driver's ladder busy-loops forever",
-)
 def test_nan_budget_is_rejected() -> None:
     with pytest.raises(ValueError, match="budget"):
         LadderPolicy(budget=math.nan)

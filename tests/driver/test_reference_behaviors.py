@@ -436,13 +436,6 @@ async def test_ladder_steps_are_reported_as_taken(tmp_path: Path) -> None:
         await close_and_check(agent)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: PromptTurn._resolution only looks at the turn's own ladder: a turn of another "
-    "session, ended by the SIGKILL another turn's ladder sent to the shared agent, is reported "
-    "AGENT_EXITED ('unprompted by a kill') instead of KILLED",
-)
 async def test_sibling_turn_of_a_killed_agent_counts_as_killed(tmp_path: Path) -> None:
     async with asyncio.timeout(60), running(reference("hang"), ladder=LadderPolicy(budget=1.0)) as agent:
         cancelled = await agent.new_session(tmp_path)
@@ -457,14 +450,6 @@ async def test_sibling_turn_of_a_killed_agent_counts_as_killed(tmp_path: Path) -
         assert result.resolution is Resolution.KILLED, result
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG (agent runtime): a session/cancel read in the same chunk as its session/prompt is "
-    "dropped: AgentRuntime._session_cancel runs inline while the prompt's handler task has not "
-    "started, so session.turn is None ('nothing to cancel'); only the ladder's $/cancel_request "
-    "(at 50% of the budget) stops the turn",
-)
 async def test_cancel_right_after_prompt_is_honoured(tmp_path: Path) -> None:
     """A user pressing Esc at once: prompt and session/cancel leave in one write."""
     async with asyncio.timeout(60), running(reference("polite"), ladder=LadderPolicy(budget=BUDGET)) as agent:
@@ -476,12 +461,6 @@ async def test_cancel_right_after_prompt_is_honoured(tmp_path: Path) -> None:
         assert outcome.steps == ("session_cancel",), outcome
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RuntimeError,
-    reason="BUG: PromptTurn._climb calls agent.on_ladder_step unguarded: if the host's callback "
-    "raises, turn.cancel() raises and the ladder stops for good (no SIGTERM/SIGKILL)",
-)
 async def test_failing_ladder_step_callback_does_not_stop_the_ladder(tmp_path: Path) -> None:
     async with (
         asyncio.timeout(60),

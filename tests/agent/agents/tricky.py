@@ -56,6 +56,7 @@ class Tricky(Agent):
             await turn.request_permission(call)
             return "end_turn"
         if mode == "two":
+
             async def ask(path: str) -> Any:
                 return await turn.request("_test/slow", {"path": path})
 
