@@ -111,7 +111,7 @@ async def eventually(predicate: Callable[[], bool], what: str) -> None:
     """Poll ``predicate`` (state no event reports) until it holds; fail with ``what`` if it never does."""
     try:
         async with asyncio.timeout(LONG):
-            while not predicate():  # noqa: ASYNC110
+            while not predicate():
                 await asyncio.sleep(0.01)
     except TimeoutError:
         pytest.fail(f"after {LONG}s: {what}")
