@@ -130,16 +130,13 @@ class Permissions:
 def _services(
     opts: argparse.Namespace, output: Output, lines: Callable[[], StdinLines] | None
 ) -> ClientServices:
-    fs = terminals = None
-    try:
-        from ..services import LocalFileSystem, LocalTerminals
-    except ImportError:  # pragma: no cover - services not available
-        LocalFileSystem = LocalTerminals = None  # type: ignore[assignment,misc]
-    if LocalFileSystem is not None and not opts.no_fs:
-        fs = LocalFileSystem()
-    if LocalTerminals is not None and not opts.no_terminal:
-        terminals = LocalTerminals()
-    return ClientServices(permission=Permissions(opts, output, lines), fs=fs, terminals=terminals)
+    from ..services import LocalFileSystem, LocalTerminals
+
+    return ClientServices(
+        permission=Permissions(opts, output, lines),
+        fs=None if opts.no_fs else LocalFileSystem(),
+        terminals=None if opts.no_terminal else LocalTerminals(),
+    )
 
 
 class TurnController:
