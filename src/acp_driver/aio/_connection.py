@@ -150,6 +150,10 @@ class Connection:
         self._write_closed = False
         self._write_paused = False
         self._writable_waiters: list[asyncio.Future[None]] = []
+        self._deadlines: dict[float, dict[RequestId, tuple[float, asyncio.Future[Any]]]] = {}
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
+        self._expired: set[RequestId] = set()
         self._flush_scheduled = False
         self.state = State.NEW
         self.close_reason: str | None = None
@@ -509,17 +513,21 @@ class Connection:
         self._schedule_flush()
         if on_sent is not None:
             on_sent(rid)
+        # No wait for a writable transport here: the answer cannot come before the request is
+        # written, so awaiting it is backpressure enough (and the timeout covers both).
+        if timeout is not None:
+            self._add_deadline(rid, fut, timeout)
         try:
-            if timeout is None:
-                if self._write_paused:
-                    await self._wait_writable()
-                return await fut
-            async with asyncio.timeout(timeout):
-                if self._write_paused:
-                    await self._wait_writable()
-                return await fut
-        except TimeoutError:
+            return await fut
+        except asyncio.CancelledError:
+            # Either the caller's task was cancelled, or our deadline cancelled ``fut``.
+            task = asyncio.current_task()
+            timed_out = rid in self._expired and (task is None or task.cancelling() == 0)
             answer = await self._give_up(rid, fut, cancel_grace)
+            if not timed_out:
+                if answer is not None:
+                    answer.exception()  # retrieved: the caller is gone, the answer is only recorded
+                raise
             if answer is None:
                 raise RequestTimeoutError(
                     f"{method} timed out after {timeout}s; $/cancel_request sent", {"requestId": rid}
@@ -530,15 +538,62 @@ class Connection:
                     f"{method} timed out after {timeout}s; the peer confirmed the cancel", {"requestId": rid}
                 ) from exc
             return answer.result()  # a result, possibly partial, or the peer's error
-        except asyncio.CancelledError:
-            answer = await self._give_up(rid, fut, cancel_grace)
-            if answer is not None:
-                answer.exception()  # retrieved: the caller is gone, the answer is only recorded
-            raise
         finally:
+            if timeout is not None:
+                self._drop_deadline(rid, timeout)
             self._waiters.pop(rid, None)
             if rid in self._core.outgoing:
                 self._core.abandon(rid)
+
+    # Request deadlines without a Timeout object and a timer per request (asyncio.timeout costs
+    # more than the rest of a round trip): one dict per distinct timeout value, in which
+    # insertion order is deadline order, and one timer armed for the earliest deadline.
+
+    def _add_deadline(self, rid: RequestId, fut: asyncio.Future[Any], timeout: float) -> None:
+        assert self._loop is not None
+        deadline = self._loop.time() + timeout
+        bucket = self._deadlines.get(timeout)
+        if bucket is None:
+            bucket = self._deadlines[timeout] = {}
+        bucket[rid] = (deadline, fut)
+        if self._deadline_timer is None or deadline < self._deadline_at:
+            self._arm_deadlines(deadline)
+
+    def _drop_deadline(self, rid: RequestId, timeout: float) -> None:
+        self._expired.discard(rid)
+        bucket = self._deadlines.get(timeout)
+        if bucket is not None:
+            bucket.pop(rid, None)
+            if not bucket and len(self._deadlines) > 16:
+                del self._deadlines[timeout]
+
+    def _arm_deadlines(self, at: float) -> None:
+        assert self._loop is not None
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_at = at
+        self._deadline_timer = self._loop.call_at(at, self._expire_deadlines)
+
+    def _expire_deadlines(self) -> None:
+        assert self._loop is not None
+        self._deadline_timer = None
+        now = self._loop.time()
+        earliest: float | None = None
+        for timeout, bucket in list(self._deadlines.items()):
+            while bucket:
+                rid = next(iter(bucket))
+                deadline, fut = bucket[rid]
+                if deadline > now:
+                    earliest = deadline if earliest is None else min(earliest, deadline)
+                    break
+                del bucket[rid]
+                if not fut.done():
+                    self._expired.add(rid)
+                    fut.cancel("request timed out")
+            if not bucket:
+                del self._deadlines[timeout]
+        if earliest is not None:
+            self._arm_deadlines(earliest)
 
     async def _give_up(
         self, rid: RequestId, fut: asyncio.Future[Any], grace: float
@@ -560,10 +615,19 @@ class Connection:
         assert self._loop is not None
         late: asyncio.Future[Any] = self._loop.create_future()
         self._waiters[rid] = late
-        await asyncio.wait({late}, timeout=grace)
-        if late.done() and not late.cancelled():
-            return late
-        return None
+        timer = self._loop.call_later(grace, _grace_over, late)
+        try:
+            await late
+        except asyncio.CancelledError:
+            if not late.done() or late.cancelled():
+                raise  # the caller was cancelled (again) while waiting: stop at once
+        except Exception:
+            pass  # the peer's error answer: returned below
+        finally:
+            timer.cancel()
+        if late.cancelled() or (late.exception() is None and late.result() is _GRACE_OVER):
+            return None
+        return late
 
     def cancel_request(self, rid: RequestId) -> bool:
         """Send ``$/cancel_request`` for our pending request ``rid`` (once); its caller keeps waiting."""
@@ -709,6 +773,9 @@ class Connection:
                 self._answer_error(
                     entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled: connection closing"
                 )
+            if self._deadline_timer is not None:
+                self._deadline_timer.cancel()
+                self._deadline_timer = None
             for task in list(self._background):
                 task.cancel()
             if self._background:
@@ -741,6 +808,14 @@ class Connection:
                 logger.debug("%s: closer failed", self.name, exc_info=True)
         # Let the transports' connection_lost callbacks run.
         await asyncio.sleep(0)
+
+
+_GRACE_OVER: Any = object()
+
+
+def _grace_over(late: asyncio.Future[Any]) -> None:
+    if not late.done():
+        late.set_result(_GRACE_OVER)
 
 
 async def _logged(awaitable: Awaitable[Any], what: str, name: str) -> Any:

@@ -48,7 +48,6 @@ from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome
 
 CANCEL_REQUEST_METHOD = "$/cancel_request"
 
-_APPEND_NL = orjson.OPT_APPEND_NEWLINE
 _dumps = orjson.dumps
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
@@ -130,7 +129,9 @@ class Connection:
             self._tracer("out", data)
 
     def _encode(self, message: Any) -> bytes:
-        return _dumps(message, default=self._default, option=_APPEND_NL)
+        # ``+ b"\n"`` rather than OPT_APPEND_NEWLINE: orjson's output buffer would then be kept
+        # at its initial capacity (KiBs per message), which adds up while messages wait queued.
+        return _dumps(message, default=self._default) + b"\n"
 
     # ------------------------------------------------------------------ sending
 
@@ -417,6 +418,7 @@ class Connection:
                     )
                 )
         elif stone.outcome is Outcome.ABANDONED:
+            self.outgoing.settle(rid)
             events.append(Quiet(Ignored.LATE_RESPONSE, rid, stone.method))
         else:
             detail = f"second response for request {rid!r} ({stone.method}), already {stone.outcome.value}"

@@ -22,6 +22,8 @@ from ._errors import LocalProtocolError
 from ._events import RequestId
 
 DEFAULT_TOMBSTONES = 4096
+MAX_AWAITED_LATE = 1 << 16
+"""Requests abandoned after a ``$/cancel_request`` whose late answer is still expected."""
 
 
 class Outcome(Enum):
@@ -73,13 +75,17 @@ class Tombstone:
 class Ledger:
     """Requests in flight in one direction, plus tombstones of the ones that ended."""
 
-    __slots__ = ("_children", "_in_flight", "_max_tombstones", "_tombstones", "direction")
+    __slots__ = ("_children", "_in_flight", "_late", "_max_tombstones", "_tombstones", "direction")
 
     def __init__(self, direction: str, max_tombstones: int = DEFAULT_TOMBSTONES) -> None:
         self.direction = direction
         self._in_flight: dict[RequestId, InFlight] = {}
         self._tombstones: OrderedDict[RequestId, Tombstone] = OrderedDict()
         self._max_tombstones = max_tombstones
+        # Abandoned after a cancel was sent: the peer still owes an answer (-32800 or a result).
+        # Kept apart from the bounded tombstones so a storm of cancels cannot push them out
+        # before their answers arrive (they would then look like unknown ids).
+        self._late: OrderedDict[RequestId, Tombstone] = OrderedDict()
         # parent id (in the *other* direction) -> ids of requests opened while serving it
         self._children: dict[RequestId, set[RequestId]] = {}
 
@@ -96,11 +102,18 @@ class Ledger:
         return self._in_flight.get(id)
 
     def tombstone(self, id: RequestId) -> Tombstone | None:
-        return self._tombstones.get(id)
+        stone = self._tombstones.get(id)
+        return stone if stone is not None else self._late.get(id)
+
+    def settle(self, id: RequestId) -> None:
+        """The late answer owed for the abandoned request ``id`` arrived: stop expecting it."""
+        stone = self._late.pop(id, None)
+        if stone is not None:
+            self._remember(id, stone)
 
     @property
     def tombstone_count(self) -> int:
-        return len(self._tombstones)
+        return len(self._tombstones) + len(self._late)
 
     def open(self, id: RequestId, method: str, parent: RequestId = None, batch: Any = None) -> InFlight:
         if id in self._in_flight:
@@ -110,6 +123,8 @@ class Ledger:
         # An id may be reused once its request has ended; forget the old tombstone.
         if self._tombstones:
             self._tombstones.pop(id, None)
+        if self._late:
+            self._late.pop(id, None)
         if parent is not None:
             kids = self._children.get(parent)
             if kids is None:
@@ -136,10 +151,14 @@ class Ledger:
                     f"{self.direction} request {id!r} ({stone.method}) already ended: {stone.outcome.value}"
                 )
             raise LocalProtocolError(f"no {self.direction} request {id!r} is in flight")
-        stones = self._tombstones
-        stones[id] = Tombstone(entry.method, outcome, entry.cancel_requested)
-        if len(stones) > self._max_tombstones:
-            stones.popitem(last=False)
+        stone = Tombstone(entry.method, outcome, entry.cancel_requested)
+        if outcome is Outcome.ABANDONED and entry.cancel_requested:
+            late = self._late
+            late[id] = stone
+            if len(late) > MAX_AWAITED_LATE:
+                late.popitem(last=False)
+        else:
+            self._remember(id, stone)
         if entry.parent is not None:
             kids = self._children.get(entry.parent)
             if kids is not None:
@@ -147,6 +166,12 @@ class Ledger:
                 if not kids:
                     del self._children[entry.parent]
         return entry
+
+    def _remember(self, id: RequestId, stone: Tombstone) -> None:
+        stones = self._tombstones
+        stones[id] = stone
+        if len(stones) > self._max_tombstones:
+            stones.popitem(last=False)
 
     def children(self, parent: RequestId) -> list[InFlight]:
         """Requests in flight that were opened while serving ``parent`` (of the other direction)."""
