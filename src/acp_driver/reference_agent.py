@@ -229,8 +229,8 @@ class ReferenceAgent(Agent):
 _background: set[asyncio.Task[None]] = set()
 
 
-async def _echo(params: Any) -> Any:
-    """``_acp_driver/echo``: returns its params (for benchmarks and tests)."""
+def _echo(params: Any) -> Any:
+    """``_acp_driver/echo``: returns its params (for benchmarks and tests; answered inline)."""
     return params
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -477,7 +478,8 @@ async def _iterations(n: int) -> None:
 
 
 TwoConnections.TestCase.settings = settings(
-    max_examples=60,
+    # ACP_PROPERTY_EXAMPLES=2000 for a long hunt; the suite's default stays quick.
+    max_examples=int(os.environ.get("ACP_PROPERTY_EXAMPLES", "60")),
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -213,7 +213,8 @@ async def test_aclose_leaves_no_process(work):
     assert result.stop_reason != "end_turn"
     assert live_members(agent_pgid) == []
     assert live_members(pid) == []
-    assert terminals.closed
+    # The agent's end releases its sessions' terminals (not the whole service, which other
+    # agents may share).
     assert terminals.terminals == {}
     await asyncio.gather(wait_group_gone(pid), wait_group_gone(agent_pgid))
 

@@ -81,8 +81,9 @@ class Agent:
     async def set_config_option(self, session: Session, config_id: str, value: Any) -> dict[str, Any]:
         raise RpcError.method_not_found(p.SESSION_SET_CONFIG_OPTION)
 
-    def extensions(self) -> dict[str, Callable[[Any], Awaitable[Any]]]:
-        """Extension methods (names start with ``_``, per ACP extensibility): name -> handler."""
+    def extensions(self) -> dict[str, Callable[[Any], Any]]:
+        """Extension methods (names start with ``_``, per ACP extensibility): name -> handler
+        (``async def``, or a plain ``def`` answered inline)."""
         return {}
 
     def extension_notifications(self) -> dict[str, Callable[[Any], Any]]:

@@ -138,7 +138,7 @@ class Connection:
             tracer=tracer,
         )
         self._close_timeout = close_timeout
-        self._requests: dict[str, tuple[RequestHandler, float | None]] = {}
+        self._requests: dict[str, tuple[Any, float | None, bool]] = {}
         self._notifications: dict[str, NotificationHandler] = {}
         self._fallback: Callable[[str, Any], Awaitable[Any]] | None = None
         self._tasks: dict[RequestId, asyncio.Task[None]] = {}
@@ -155,6 +155,7 @@ class Connection:
         self._deadline_at = 0.0
         self._expired: set[RequestId] = set()
         self._flush_scheduled = False
+        self._tick_open = False
         self.state = State.NEW
         self.close_reason: str | None = None
         self._close_task: asyncio.Task[None] | None = None
@@ -182,9 +183,17 @@ class Connection:
 
     # ------------------------------------------------------------------ registry
 
-    def on_request(self, method: str, handler: RequestHandler, *, timeout: float | None = None) -> None:
-        """Serve ``method`` with ``handler``; ``timeout`` cancels it internally (answer -32800)."""
-        self._requests[method] = (handler, timeout)
+    def on_request(
+        self, method: str, handler: RequestHandler | Callable[[Any], Any], *, timeout: float | None = None
+    ) -> None:
+        """Serve ``method`` with ``handler``; ``timeout`` cancels it internally (answer -32800).
+
+        An ``async def`` handler runs in a task of its own (so ``$/cancel_request`` can cancel
+        it). A plain ``def`` handler is answered inline, as soon as its request is read, with no
+        task: for trivial methods (there is nothing to cancel in work that never waits).
+        """
+        inline = timeout is None and not inspect.iscoroutinefunction(handler)
+        self._requests[method] = (handler, timeout, inline)
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle the notification ``method``. Unknown notifications are ignored (debug log)."""
@@ -298,9 +307,22 @@ class Connection:
         await fut
 
     def _schedule_flush(self) -> None:
-        if not self._flush_scheduled and self._loop is not None:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+        # The first message of a loop iteration is written at once (latency: a lone request or
+        # answer does not wait for the next iteration); the ones that follow in the same
+        # iteration are written together when it ends (throughput: one write for a burst).
+        if self._flush_scheduled or self._loop is None:
+            return
+        self._flush_scheduled = True
+        if not self._tick_open:
+            self._tick_open = True
+            self._flush()
+            self._loop.call_soon(self._end_tick)
+        # else: _end_tick, already scheduled for this iteration, writes what accumulates
+
+    def _end_tick(self) -> None:
+        self._tick_open = False
+        if self._flush_scheduled:
+            self._flush()
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -350,13 +372,64 @@ class Connection:
                 core.send_error(event.id, err.code, err.message, err.data)
                 return
             method = event.method
-            spec = (lambda params: fallback(method, params)), None
+
+            async def serve_fallback(params: Any) -> Any:
+                return await fallback(method, params)
+
+            spec = serve_fallback, None, False
         entry = core.incoming.get(event.id)
         assert entry is not None
+        handler, timeout, inline = spec
+        if inline:
+            self._serve_inline(entry, event.params, handler)
+        else:
+            self._start(entry, event.params, handler, timeout)
+
+    def _start(self, entry: InFlight, params: Any, handler: RequestHandler, timeout: float | None) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(self._serve(entry, event.params, spec[0], spec[1]))
-        self._tasks[event.id] = task
+        task = self._loop.create_task(self._serve(entry, params, handler, timeout))
+        self._tasks[entry.id] = task
         task.add_done_callback(lambda t: self._served(t, entry))
+
+    def _serve_inline(self, entry: InFlight, params: Any, handler: Callable[[Any], Any]) -> None:
+        token = _current.set(RequestContext(self, entry))
+        try:
+            result = handler(params)
+        except RpcError as exc:
+            self._answer_error(entry, exc.code, exc.message, exc.data)
+        except Exception as exc:
+            logger.exception("%s: handler for %s (id %r) failed", self.name, entry.method, entry.id)
+            self._answer_error(
+                entry,
+                ErrorCode.INTERNAL_ERROR,
+                f"Internal error in {entry.method}",
+                {"exception": type(exc).__name__},
+            )
+        except BaseException:
+            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
+            raise
+        else:
+            if inspect.isawaitable(result):
+                # A plain function that returned an awaitable (a lambda around a coroutine):
+                # serve it like an async handler.
+                awaitable = result
+
+                async def finish(_params: Any) -> Any:
+                    return await awaitable
+
+                self._start(entry, params, finish, None)
+                if inspect.iscoroutine(awaitable):
+                    coroutine = awaitable
+
+                    def close_if_never_run(task: asyncio.Task[None]) -> None:
+                        if task.cancelled():
+                            coroutine.close()  # cancelled before it ran: no "never awaited" warning
+
+                    self._tasks[entry.id].add_done_callback(close_if_never_run)
+            else:
+                self._answer_result(entry, result)
+        finally:
+            _current.reset(token)
 
     async def _serve(
         self, entry: InFlight, params: Any, handler: RequestHandler, timeout: float | None
@@ -541,7 +614,9 @@ class Connection:
         finally:
             if timeout is not None:
                 self._drop_deadline(rid, timeout)
-            self._waiters.pop(rid, None)
+            leftover = self._waiters.pop(rid, None)
+            if leftover is not None and leftover.done() and not leftover.cancelled():
+                leftover.exception()  # an answer kept for a caller that left: recorded, not raised
             if rid in self._core.outgoing:
                 self._core.abandon(rid)
 
