@@ -162,6 +162,9 @@ class Connection:
         self._closed_event = asyncio.Event()
         self.on_violation: Callable[[ProtocolViolation], None] | None = None
         """Called for every peer violation (after logging). Exceptions are logged, not raised."""
+        self.closed_error: Callable[[str], ConnectionClosedError] = ConnectionClosedError
+        """Builds the error our callers get once the connection is closed (an owner may use a
+        subclass naming more, e.g. the peer process's exit status)."""
         self.on_close: list[Callable[[str], object]] = []
         """Called with the close reason once the connection is closed."""
         self.violations = 0
@@ -576,7 +579,7 @@ class Connection:
         ``on_sent`` is called with the request id once it is queued (to cancel it by id later).
         """
         if self.state is not State.OPEN:
-            raise ConnectionClosedError(f"connection {self.state.value}: {self.close_reason or 'not open'}")
+            raise self.closed_error(f"connection {self.state.value}: {self.close_reason or 'not open'}")
         ctx = _current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
         rid = self._core.send_request(method, params, parent=parent)
@@ -763,7 +766,7 @@ class Connection:
     def notify_nowait(self, method: str, params: Any = None) -> None:
         """Queue a notification without waiting for the transport."""
         if self.state is not State.OPEN:
-            raise ConnectionClosedError(f"connection {self.state.value}: {self.close_reason or 'not open'}")
+            raise self.closed_error(f"connection {self.state.value}: {self.close_reason or 'not open'}")
         self._core.send_notification(method, params)
         self._schedule_flush()
 
@@ -834,7 +837,7 @@ class Connection:
             # 2. Our own requests will never be answered now.
             for fut in list(self._waiters.values()):
                 if not fut.done():
-                    fut.set_exception(ConnectionClosedError(f"connection closed before an answer: {reason}"))
+                    fut.set_exception(self.closed_error(f"connection closed before an answer: {reason}"))
             self._waiters.clear()
             for entry in core.outgoing:
                 core.abandon(entry.id)

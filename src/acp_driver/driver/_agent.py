@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -647,6 +647,7 @@ class RemoteAgent:
         read_transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(conn), popen.stdout)
         conn.attach(write_transport, closers=[read_transport.close])
         conn.on_peer_gone = self._on_peer_gone
+        conn.closed_error = self._exited_error
         self._stderr_transport = await drain_pipe(popen.stderr, self.stderr.feed, self._on_stderr_eof)
         self.process.on_exit(self._on_exit)
 
@@ -682,14 +683,16 @@ class RemoteAgent:
 
     # ------------------------------------------------------------------ requests to the agent
 
-    async def request(self, method: str, params: Any, *, timeout: float | None = None) -> Any:
-        """A request to the agent (raises ``AgentExitedError`` with the exit status if it died)."""
-        try:
-            return await self.connection.request(
-                method, params, timeout=self.request_timeout if timeout is None else timeout
-            )
-        except ConnectionClosedError as exc:
-            raise self._closed_error() from exc
+    def request(self, method: str, params: Any, *, timeout: float | None = None) -> Awaitable[Any]:
+        """A request to the agent: ``await agent.request(method, params)``.
+
+        Raises ``AgentExitedError`` (naming the exit status and last stderr lines) if the agent
+        is gone, ``RequestTimeoutError`` after ``timeout`` (default ``request_timeout``).
+        """
+        # Not a coroutine of its own: one frame less per request in flight.
+        return self.connection.request(
+            method, params, timeout=self.request_timeout if timeout is None else timeout
+        )
 
     def cancel_request(self, request_id: Any) -> bool:
         """Scope ``request``: send ``$/cancel_request`` for one of our requests in flight."""
@@ -879,6 +882,9 @@ class RemoteAgent:
         for task in list(self._background):
             if task is not asyncio.current_task() and task is not self._finalizing:
                 task.cancel()
+
+    def _exited_error(self, message: str) -> AgentExitedError:
+        return AgentExitedError(self._exit_reason or message)
 
     def _closed_error(self) -> AgentExitedError:
         reason = self._exit_reason or self.connection.close_reason or "connection closed"
