@@ -231,6 +231,7 @@ async def test_rpc_error_passes_code_message_and_data(peer: Harness) -> None:
 async def test_caller_cancellation_lands_on_the_peer(peer: Harness) -> None:
     async with asyncio.timeout(LONG):
         task = asyncio.create_task(peer.conn.request("sleep", {"ms": 60_000}))
+        await asyncio.sleep(0)  # the task sends its request before ours for the stats
         # Messages are ordered: once stats answers, the peer holds the sleep request.
         stats = await peer.stats()
         assert stats["incoming"] == 1
@@ -393,6 +394,7 @@ async def test_cascade_cancel_reaches_the_nested_request(peer: Harness) -> None:
 async def test_aclose_fails_our_waiter_and_the_peer_exits(peer: Harness) -> None:
     async with asyncio.timeout(LONG):
         task = asyncio.create_task(peer.conn.request("sleep", {"ms": 60_000}))
+        await asyncio.sleep(0)  # the task sends its request before ours for the stats
         assert (await peer.stats())["incoming"] == 1
         await peer.conn.aclose()
         assert peer.conn.closed
@@ -411,6 +413,7 @@ async def test_end_of_our_output_makes_the_peer_answer_and_exit(peer: Harness) -
     async with asyncio.timeout(LONG):
         slow = asyncio.create_task(peer.conn.request("sleep", {"ms": 60_000}))
         partial = asyncio.create_task(peer.conn.request("partial", {"ms": 60_000}))
+        await asyncio.sleep(0)  # both tasks send their requests before ours for the stats
         assert (await peer.stats())["incoming"] == 2
         peer.conn.close_write()  # the peer's stdin reaches EOF; we keep reading
         # The peer answers what it holds (-32800, or a partial result) before it goes.
