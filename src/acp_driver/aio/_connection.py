@@ -412,7 +412,7 @@ class Connection:
             self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
             raise
         else:
-            if inspect.isawaitable(result):
+            if type(result) not in _PLAIN and inspect.isawaitable(result):
                 # A plain function that returned an awaitable (a lambda around a coroutine):
                 # serve it like an async handler.
                 awaitable = result
@@ -887,6 +887,9 @@ class Connection:
         # Let the transports' connection_lost callbacks run.
         await asyncio.sleep(0)
 
+
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+"""Result types that cannot be awaitable (skips ``inspect.isawaitable`` on the hot path)."""
 
 _GRACE_OVER: Any = object()
 

@@ -92,7 +92,7 @@ class Connection:
         self._framer = LineFramer(max_line_bytes)
         self.incoming = Ledger("incoming", max_tombstones)
         """Requests the peer sent us that we have not answered yet."""
-        self.outgoing = Ledger("outgoing", max_tombstones)
+        self.outgoing = Ledger("outgoing", max_tombstones, reused_ids=False)
         """Requests we sent that the peer has not answered yet."""
         self._next_id = first_id
         self._out: list[bytes] = []
@@ -421,7 +421,8 @@ class Connection:
             self.outgoing.settle(rid)
             events.append(Quiet(Ignored.LATE_RESPONSE, rid, stone.method))
         else:
-            detail = f"second response for request {rid!r} ({stone.method}), already {stone.outcome.value}"
+            ended = stone.outcome.value if stone.outcome is not None else "ended"
+            detail = f"second response for request {rid!r} ({stone.method}), already {ended}"
             events.append(ProtocolViolation(Violation.DUPLICATE_RESPONSE, detail, rid))
 
     def _invalid(self, echo: RequestId, detail: str, events: list[Event], batch: _Batch | None) -> None:

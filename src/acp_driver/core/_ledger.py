@@ -40,9 +40,9 @@ class Outcome(Enum):
 
 
 class InFlight:
-    """One request in flight."""
+    """One request in flight; once it ended, its tombstone (``outcome`` set)."""
 
-    __slots__ = ("batch", "cancel_requested", "id", "method", "parent")
+    __slots__ = ("batch", "cancel_requested", "id", "method", "outcome", "parent")
 
     def __init__(self, id: RequestId, method: str, parent: RequestId = None, batch: Any = None) -> None:
         self.id = id
@@ -50,35 +50,40 @@ class InFlight:
         self.parent = parent
         self.cancel_requested = False
         self.batch = batch
+        self.outcome: Outcome | None = None
 
     def __repr__(self) -> str:
+        ended = f", outcome={self.outcome.value}" if self.outcome is not None else ""
         return (
             f"InFlight(id={self.id!r}, method={self.method!r}, parent={self.parent!r}, "
-            f"cancel_requested={self.cancel_requested})"
+            f"cancel_requested={self.cancel_requested}{ended})"
         )
 
 
-class Tombstone:
-    """What is remembered of an ended request."""
-
-    __slots__ = ("cancel_requested", "method", "outcome")
-
-    def __init__(self, method: str, outcome: Outcome, cancel_requested: bool) -> None:
-        self.method = method
-        self.outcome = outcome
-        self.cancel_requested = cancel_requested
-
-    def __repr__(self) -> str:
-        return f"Tombstone(method={self.method!r}, outcome={self.outcome}, cancel_requested={self.cancel_requested})"
+Tombstone = InFlight
+"""What is remembered of an ended request: the ``InFlight`` itself, with its ``outcome`` set
+(no second object per request)."""
 
 
 class Ledger:
     """Requests in flight in one direction, plus tombstones of the ones that ended."""
 
-    __slots__ = ("_children", "_in_flight", "_late", "_max_tombstones", "_tombstones", "direction")
+    __slots__ = (
+        "_children",
+        "_in_flight",
+        "_late",
+        "_max_tombstones",
+        "_reused_ids",
+        "_tombstones",
+        "direction",
+    )
 
-    def __init__(self, direction: str, max_tombstones: int = DEFAULT_TOMBSTONES) -> None:
+    def __init__(
+        self, direction: str, max_tombstones: int = DEFAULT_TOMBSTONES, *, reused_ids: bool = True
+    ) -> None:
         self.direction = direction
+        # The peer may reuse an id once its request ended; our own ids never repeat.
+        self._reused_ids = reused_ids
         self._in_flight: dict[RequestId, InFlight] = {}
         self._tombstones: OrderedDict[RequestId, Tombstone] = OrderedDict()
         self._max_tombstones = max_tombstones
@@ -120,11 +125,12 @@ class Ledger:
             raise LocalProtocolError(f"{self.direction} request id {id!r} is already in flight")
         entry = InFlight(id, method, parent, batch)
         self._in_flight[id] = entry
-        # An id may be reused once its request has ended; forget the old tombstone.
-        if self._tombstones:
-            self._tombstones.pop(id, None)
-        if self._late:
-            self._late.pop(id, None)
+        if self._reused_ids:
+            # An id may be reused once its request has ended; forget the old tombstone.
+            if self._tombstones:
+                self._tombstones.pop(id, None)
+            if self._late:
+                self._late.pop(id, None)
         if parent is not None:
             kids = self._children.get(parent)
             if kids is None:
@@ -146,19 +152,19 @@ class Ledger:
         entry = self._in_flight.pop(id, None)
         if entry is None:
             stone = self._tombstones.get(id)
-            if stone is not None:
+            if stone is not None and stone.outcome is not None:
                 raise LocalProtocolError(
                     f"{self.direction} request {id!r} ({stone.method}) already ended: {stone.outcome.value}"
                 )
             raise LocalProtocolError(f"no {self.direction} request {id!r} is in flight")
-        stone = Tombstone(entry.method, outcome, entry.cancel_requested)
+        entry.outcome = outcome
         if outcome is Outcome.ABANDONED and entry.cancel_requested:
             late = self._late
-            late[id] = stone
+            late[id] = entry
             if len(late) > MAX_AWAITED_LATE:
                 late.popitem(last=False)
         else:
-            self._remember(id, stone)
+            self._remember(id, entry)
         if entry.parent is not None:
             kids = self._children.get(entry.parent)
             if kids is not None:
