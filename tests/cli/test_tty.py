@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -12,7 +13,9 @@ import time
 CLI = [sys.executable, "-m", "acp_driver"]
 
 
-def run_on_pty(args: list[str], answers: dict[bytes, bytes], env: dict[str, str], timeout: float = 60) -> tuple[int, bytes]:
+def run_on_pty(
+    args: list[str], answers: dict[bytes, bytes], env: dict[str, str], timeout: float = 60
+) -> tuple[int, bytes]:
     """Run the CLI with stdin/stdout/stderr on a pseudo-terminal; type ``answers[prompt]`` when
     ``prompt`` appears. Returns the exit code and everything the terminal showed."""
     leader, follower = pty.openpty()
@@ -80,3 +83,42 @@ def test_colour_on_a_tty_and_never_with_no_color() -> None:
     # No colour (SGR colour codes); cursor control of the spinner is not colour.
     assert "\x1b[3" not in text
     assert "\x1b[9" not in text
+
+
+def test_ctrl_c_closes_an_open_permission_question() -> None:
+    """The question is on screen; Ctrl-C cancels the turn: the question closes by itself and
+    the agent gets ``cancelled`` (no answer needed from the person)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [*CLI, "run", "/permission"], stdin=follower, stdout=follower, stderr=follower, env=base_env()
+    )
+    os.close(follower)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        interrupted = False
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+                if not interrupted and b"choose 1-2" in seen:
+                    proc.send_signal(signal.SIGINT)
+                    interrupted = True
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    text = seen.decode(errors="replace")
+    assert code == 130, text
+    assert "permission request withdrawn" in text
+    assert "turn cancelled" in text
