@@ -126,7 +126,7 @@ async def main() -> None:
         rep.notes["storm_violations"] = conn.violations - violations_before
         # The same storm through the default host API (agent.request: cancel_grace 0): the callers
         # are released at once and the late -32800 answers must be recognised (tombstones).
-        tasks = [loop.create_task(agent.request(SLEEP, {"ms": 60000})) for _ in range(n)]
+        tasks = [asyncio.ensure_future(agent.request(SLEEP, {"ms": 60000})) for _ in range(n)]
         await asyncio.sleep(0)
         await agent.request(ECHO, {"barrier": True})
         before = conn.violations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -150,10 +151,11 @@ class Connection:
         self._write_closed = False
         self._write_paused = False
         self._writable_waiters: list[asyncio.Future[None]] = []
-        self._deadlines: dict[float, dict[RequestId, tuple[float, asyncio.Future[Any]]]] = {}
+        self._deadlines: dict[float, dict[RequestId, tuple[float, asyncio.Future[Any], float, str]]] = {}
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = 0.0
-        self._expired: set[RequestId] = set()
+        self._expired: dict[RequestId, RequestTimeoutError] = {}
+        """Requests past their timeout, waiting out their grace for the peer's answer."""
         self._flush_scheduled = False
         self._tick_open = False
         self.state = State.NEW
@@ -575,70 +577,105 @@ class Connection:
         ``RequestTimeoutError`` when ``timeout`` elapses, ``ConnectionClosedError`` if the
         connection ends first. When the calling task is cancelled or the timeout elapses,
         ``$/cancel_request`` is sent once; with ``cancel_grace`` > 0 the answer is still awaited
-        that long (a timeout then returns a partial result if the peer gives one).
+        that long (a timeout then returns a partial result if the peer gives one; a cancelled
+        caller still gets its ``CancelledError``, once the answer came or the grace is over).
         ``on_sent`` is called with the request id once it is queued (to cancel it by id later).
         """
+        rid, fut = self._send_request(method, params, timeout, cancel_grace, on_sent)
+        if cancel_grace <= 0:
+            return await fut  # a cancelled caller cancels fut: its callback sends $/cancel_request
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            if not fut.done():
+                # The caller was cancelled: ask the peer to stop, give it the grace to answer.
+                self.cancel_request(rid)
+                try:
+                    await _wait_quietly(fut, cancel_grace)
+                finally:
+                    if not fut.done():
+                        fut.cancel()  # give up: its callback abandons the request
+                    elif not fut.cancelled():
+                        fut.exception()  # the answer is recorded; the caller is gone
+            raise
+
+    def request_nowait(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | None = None,
+        cancel_grace: float = 0.0,
+        on_sent: Callable[[RequestId], object] | None = None,
+    ) -> asyncio.Future[Any]:
+        """Send a request; return a future for its answer (no coroutine, no task per call).
+
+        The same guarantees as ``request``: cancelling the future (or the task awaiting it)
+        sends ``$/cancel_request`` and abandons the request; ``timeout`` fails it with
+        ``RequestTimeoutError`` after ``$/cancel_request`` and ``cancel_grace`` for the answer.
+        """
+        return self._send_request(method, params, timeout, cancel_grace, on_sent)[1]
+
+    def _send_request(
+        self,
+        method: str,
+        params: Any,
+        timeout: float | None,
+        cancel_grace: float,
+        on_sent: Callable[[RequestId], object] | None,
+    ) -> tuple[RequestId, asyncio.Future[Any]]:
         if self.state is not State.OPEN:
             raise self.closed_error(f"connection {self.state.value}: {self.close_reason or 'not open'}")
         ctx = _current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
         rid = self._core.send_request(method, params, parent=parent)
-        assert self._loop is not None
-        fut: asyncio.Future[Any] = self._loop.create_future()
+        loop = self._loop
+        assert loop is not None
+        fut: asyncio.Future[Any] = loop.create_future()
         self._waiters[rid] = fut
         self._schedule_flush()
         if on_sent is not None:
             on_sent(rid)
-        # No wait for a writable transport here: the answer cannot come before the request is
+        # No wait for a writable transport: the answer cannot come before the request is
         # written, so awaiting it is backpressure enough (and the timeout covers both).
         if timeout is not None:
-            self._add_deadline(rid, fut, timeout)
-        try:
-            return await fut
-        except asyncio.CancelledError:
-            # Either the caller's task was cancelled, or our deadline cancelled ``fut``.
-            task = asyncio.current_task()
-            timed_out = rid in self._expired and (task is None or task.cancelling() == 0)
-            answer = await self._give_up(rid, fut, cancel_grace)
-            if not timed_out:
-                if answer is not None:
-                    answer.exception()  # retrieved: the caller is gone, the answer is only recorded
-                raise
-            if answer is None:
-                raise RequestTimeoutError(
-                    f"{method} timed out after {timeout}s; $/cancel_request sent", {"requestId": rid}
-                ) from None
-            exc = answer.exception()
-            if isinstance(exc, RequestCancelledError):
-                raise RequestTimeoutError(
-                    f"{method} timed out after {timeout}s; the peer confirmed the cancel", {"requestId": rid}
-                ) from exc
-            return answer.result()  # a result, possibly partial, or the peer's error
-        finally:
-            if timeout is not None:
-                self._drop_deadline(rid, timeout)
-            leftover = self._waiters.pop(rid, None)
-            if leftover is not None and leftover.done() and not leftover.cancelled():
-                leftover.exception()  # an answer kept for a caller that left: recorded, not raised
-            if rid in self._core.outgoing:
-                self._core.abandon(rid)
+            self._add_deadline(rid, fut, timeout, cancel_grace, method)
+        fut.add_done_callback(functools.partial(self._request_done, rid, timeout))
+        return rid, fut
+
+    def _request_done(self, rid: RequestId, timeout: float | None, fut: asyncio.Future[Any]) -> None:
+        """Cleanup once the caller's future is done: answered, failed, or cancelled."""
+        if timeout is not None:
+            self._drop_deadline(rid, timeout)
+        waiter = self._waiters.get(rid)
+        if waiter is fut or (waiter is not None and waiter.done()):
+            del self._waiters[rid]
+            if waiter is not fut and not waiter.cancelled():
+                waiter.exception()  # an answer kept for a caller that left: recorded, not raised
+        if rid not in self._core.outgoing:
+            return  # answered (the core closed it), or abandoned already
+        if fut.cancelled() and self.state is State.OPEN and self._core.send_cancel_request(rid):
+            self._schedule_flush()  # the caller gave up: ask the peer to stop
+        self._core.abandon(rid)  # a late answer will meet the tombstone
 
     # Request deadlines without a Timeout object and a timer per request (asyncio.timeout costs
     # more than the rest of a round trip): one dict per distinct timeout value, in which
     # insertion order is deadline order, and one timer armed for the earliest deadline.
 
-    def _add_deadline(self, rid: RequestId, fut: asyncio.Future[Any], timeout: float) -> None:
+    def _add_deadline(
+        self, rid: RequestId, fut: asyncio.Future[Any], timeout: float, grace: float, method: str
+    ) -> None:
         assert self._loop is not None
         deadline = self._loop.time() + timeout
         bucket = self._deadlines.get(timeout)
         if bucket is None:
             bucket = self._deadlines[timeout] = {}
-        bucket[rid] = (deadline, fut)
+        bucket[rid] = (deadline, fut, grace, method)
         if self._deadline_timer is None or deadline < self._deadline_at:
             self._arm_deadlines(deadline)
 
     def _drop_deadline(self, rid: RequestId, timeout: float) -> None:
-        self._expired.discard(rid)
+        self._expired.pop(rid, None)
         bucket = self._deadlines.get(timeout)
         if bucket is not None:
             bucket.pop(rid, None)
@@ -660,52 +697,33 @@ class Connection:
         for timeout, bucket in list(self._deadlines.items()):
             while bucket:
                 rid = next(iter(bucket))
-                deadline, fut = bucket[rid]
+                deadline, fut, grace, method = bucket[rid]
                 if deadline > now:
                     earliest = deadline if earliest is None else min(earliest, deadline)
                     break
                 del bucket[rid]
                 if not fut.done():
-                    self._expired.add(rid)
-                    fut.cancel("request timed out")
+                    self._time_out(rid, fut, timeout, grace, method)
             if not bucket:
                 del self._deadlines[timeout]
         if earliest is not None:
             self._arm_deadlines(earliest)
 
-    async def _give_up(
-        self, rid: RequestId, fut: asyncio.Future[Any], grace: float
-    ) -> asyncio.Future[Any] | None:
-        """The caller stopped waiting for ``rid``: send ``$/cancel_request`` once, then wait for
-        the answer up to ``grace``. Returns the future holding the answer if there is one."""
-        if fut.done() and not fut.cancelled():
-            return fut  # the answer crossed the cancel: it wins
-        kept = self._waiters.get(rid)
-        if kept is not None and kept.done() and not kept.cancelled():
-            return kept  # the answer arrived while the caller was being cancelled
-        if rid not in self._core.outgoing or self.state is not State.OPEN:
-            return None
-        if self._core.send_cancel_request(rid):
+    def _time_out(
+        self, rid: RequestId, fut: asyncio.Future[Any], timeout: float, grace: float, method: str
+    ) -> None:
+        """``rid`` ran out of time: ``$/cancel_request``, then ``grace`` for the peer's answer."""
+        if self.state is State.OPEN and self._core.send_cancel_request(rid):
             self._schedule_flush()
-        if grace <= 0:
-            return None
-        # ``fut`` was cancelled along with the caller's await; wait on a fresh one.
-        assert self._loop is not None
-        late: asyncio.Future[Any] = self._loop.create_future()
-        self._waiters[rid] = late
-        timer = self._loop.call_later(grace, _grace_over, late)
-        try:
-            await late
-        except asyncio.CancelledError:
-            if not late.done() or late.cancelled():
-                raise  # the caller was cancelled (again) while waiting: stop at once
-        except Exception:
-            pass  # the peer's error answer: returned below
-        finally:
-            timer.cancel()
-        if late.cancelled() or (late.exception() is None and late.result() is _GRACE_OVER):
-            return None
-        return late
+        error = RequestTimeoutError(
+            f"{method} timed out after {timeout}s; $/cancel_request sent", {"requestId": rid}
+        )
+        if grace > 0 and self.state is State.OPEN:
+            assert self._loop is not None
+            self._expired[rid] = error
+            self._loop.call_later(grace, _fail_if_pending, fut, error)
+        else:
+            fut.set_exception(error)
 
     def cancel_request(self, rid: RequestId) -> bool:
         """Send ``$/cancel_request`` for our pending request ``rid`` (once); its caller keeps waiting."""
@@ -729,8 +747,8 @@ class Connection:
         if fut is None:
             return None
         if fut.cancelled():
-            # The caller is giving up right now (its timeout fired, it has not resumed yet):
-            # keep the answer for it -- the answer crossed the cancel, and it wins.
+            # The caller gave up in this very iteration (its cleanup has not run yet): keep the
+            # answer -- it crossed the cancel -- so the ledger and the caller's record agree.
             assert self._loop is not None
             fut = self._waiters[rid] = self._loop.create_future()
             return fut
@@ -745,9 +763,15 @@ class Connection:
     def _on_error_response(self, event: ErrorResponse) -> None:
         fut = self._answer_future(event.id)
         if fut is not None:
-            fut.set_exception(
-                error_from_object({"code": event.code, "message": event.message, "data": event.data})
-            )
+            error = error_from_object({"code": event.code, "message": event.message, "data": event.data})
+            timed_out = self._expired.get(event.id)
+            if timed_out is not None and isinstance(error, RequestCancelledError):
+                # Our timeout's $/cancel_request, confirmed by the peer within the grace.
+                message = timed_out.message.replace("$/cancel_request sent", "the peer confirmed the cancel")
+                confirmed = RequestTimeoutError(message, timed_out.data)
+                confirmed.__cause__ = error
+                error = confirmed
+            fut.set_exception(error)
 
     # ------------------------------------------------------------------ notifications out
 
@@ -891,12 +915,16 @@ class Connection:
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 """Result types that cannot be awaitable (skips ``inspect.isawaitable`` on the hot path)."""
 
-_GRACE_OVER: Any = object()
+
+def _fail_if_pending(fut: asyncio.Future[Any], error: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(error)
 
 
-def _grace_over(late: asyncio.Future[Any]) -> None:
-    if not late.done():
-        late.set_result(_GRACE_OVER)
+async def _wait_quietly(fut: asyncio.Future[Any], timeout: float) -> None:
+    """Wait until ``fut`` is done or ``timeout`` passed, without cancelling ``fut`` (a new
+    cancellation of the caller still propagates)."""
+    await asyncio.wait({fut}, timeout=timeout)
 
 
 async def _logged(awaitable: Awaitable[Any], what: str, name: str) -> Any:

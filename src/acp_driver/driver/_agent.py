@@ -689,8 +689,8 @@ class RemoteAgent:
         Raises ``AgentExitedError`` (naming the exit status and last stderr lines) if the agent
         is gone, ``RequestTimeoutError`` after ``timeout`` (default ``request_timeout``).
         """
-        # Not a coroutine of its own: one frame less per request in flight.
-        return self.connection.request(
+        # A future, not a coroutine: no frame and no task per request in flight.
+        return self.connection.request_nowait(
             method, params, timeout=self.request_timeout if timeout is None else timeout
         )
 
