@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -143,7 +142,7 @@ class Connection:
         self._notifications: dict[str, NotificationHandler] = {}
         self._fallback: Callable[[str, Any], Awaitable[Any]] | None = None
         self._tasks: dict[RequestId, asyncio.Task[None]] = {}
-        self._waiters: dict[RequestId, asyncio.Future[Any]] = {}
+        self._waiters: dict[RequestId, _Pending] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.WriteTransport | None = None
@@ -151,7 +150,7 @@ class Connection:
         self._write_closed = False
         self._write_paused = False
         self._writable_waiters: list[asyncio.Future[None]] = []
-        self._deadlines: dict[float, dict[RequestId, tuple[float, asyncio.Future[Any], float, str]]] = {}
+        self._deadlines: dict[float, dict[RequestId, tuple[float, _Pending, float, str]]] = {}
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = 0.0
         self._expired: dict[RequestId, RequestTimeoutError] = {}
@@ -623,15 +622,16 @@ class Connection:
         timeout: float | None,
         cancel_grace: float,
         on_sent: Callable[[RequestId], object] | None,
-    ) -> tuple[RequestId, asyncio.Future[Any]]:
+    ) -> tuple[RequestId, _Pending]:
         if self.state is not State.OPEN:
             raise self.closed_error(f"connection {self.state.value}: {self.close_reason or 'not open'}")
         ctx = _current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
         rid = self._core.send_request(method, params, parent=parent)
-        loop = self._loop
-        assert loop is not None
-        fut: asyncio.Future[Any] = loop.create_future()
+        fut = _Pending(loop=self._loop)
+        fut.connection = self
+        fut.rid = rid
+        fut.timeout = timeout
         self._waiters[rid] = fut
         self._schedule_flush()
         if on_sent is not None:
@@ -640,31 +640,28 @@ class Connection:
         # written, so awaiting it is backpressure enough (and the timeout covers both).
         if timeout is not None:
             self._add_deadline(rid, fut, timeout, cancel_grace, method)
-        fut.add_done_callback(functools.partial(self._request_done, rid, timeout))
         return rid, fut
 
-    def _request_done(self, rid: RequestId, timeout: float | None, fut: asyncio.Future[Any]) -> None:
-        """Cleanup once the caller's future is done: answered, failed, or cancelled."""
-        if timeout is not None:
-            self._drop_deadline(rid, timeout)
-        waiter = self._waiters.get(rid)
-        if waiter is fut or (waiter is not None and waiter.done()):
-            del self._waiters[rid]
-            if waiter is not fut and not waiter.cancelled():
-                waiter.exception()  # an answer kept for a caller that left: recorded, not raised
-        if rid not in self._core.outgoing:
-            return  # answered (the core closed it), or abandoned already
-        if fut.cancelled() and self.state is State.OPEN and self._core.send_cancel_request(rid):
-            self._schedule_flush()  # the caller gave up: ask the peer to stop
-        self._core.abandon(rid)  # a late answer will meet the tombstone
+    def _gave_up(self, fut: _Pending) -> None:
+        """The caller cancelled the future of its request (directly, or by being cancelled)."""
+        rid = fut.rid
+        self._finished(fut)
+        if rid in self._core.outgoing:
+            if self.state is State.OPEN and self._core.send_cancel_request(rid):
+                self._schedule_flush()  # ask the peer to stop
+            self._core.abandon(rid)  # a late answer will meet the tombstone
+
+    def _finished(self, fut: _Pending) -> None:
+        if fut.timeout is not None:
+            self._drop_deadline(fut.rid, fut.timeout)
+        if self._waiters.get(fut.rid) is fut:
+            del self._waiters[fut.rid]
 
     # Request deadlines without a Timeout object and a timer per request (asyncio.timeout costs
     # more than the rest of a round trip): one dict per distinct timeout value, in which
     # insertion order is deadline order, and one timer armed for the earliest deadline.
 
-    def _add_deadline(
-        self, rid: RequestId, fut: asyncio.Future[Any], timeout: float, grace: float, method: str
-    ) -> None:
+    def _add_deadline(self, rid: RequestId, fut: _Pending, timeout: float, grace: float, method: str) -> None:
         assert self._loop is not None
         deadline = self._loop.time() + timeout
         bucket = self._deadlines.get(timeout)
@@ -709,9 +706,7 @@ class Connection:
         if earliest is not None:
             self._arm_deadlines(earliest)
 
-    def _time_out(
-        self, rid: RequestId, fut: asyncio.Future[Any], timeout: float, grace: float, method: str
-    ) -> None:
+    def _time_out(self, rid: RequestId, fut: _Pending, timeout: float, grace: float, method: str) -> None:
         """``rid`` ran out of time: ``$/cancel_request``, then ``grace`` for the peer's answer."""
         if self.state is State.OPEN and self._core.send_cancel_request(rid):
             self._schedule_flush()
@@ -721,9 +716,19 @@ class Connection:
         if grace > 0 and self.state is State.OPEN:
             assert self._loop is not None
             self._expired[rid] = error
-            self._loop.call_later(grace, _fail_if_pending, fut, error)
+            self._loop.call_later(grace, self._fail, fut, error)
         else:
-            fut.set_exception(error)
+            self._fail(fut, error)
+
+    def _fail(self, fut: asyncio.Future[Any], error: BaseException) -> None:
+        """Fail our request's future (timeout, grace over) and abandon the request."""
+        if fut.done():
+            return
+        fut.set_exception(error)
+        assert isinstance(fut, _Pending)
+        self._finished(fut)
+        if fut.rid in self._core.outgoing:
+            self._core.abandon(fut.rid)
 
     def cancel_request(self, rid: RequestId) -> bool:
         """Send ``$/cancel_request`` for our pending request ``rid`` (once); its caller keeps waiting."""
@@ -742,18 +747,13 @@ class Connection:
         return fut is not None and not fut.done()
 
     def _answer_future(self, rid: RequestId) -> asyncio.Future[Any] | None:
-        """The future to resolve with the answer to ``rid``, in event order."""
-        fut = self._waiters.get(rid)
-        if fut is None:
+        """The future to resolve with the answer to ``rid`` (None if nobody waits any more)."""
+        fut = self._waiters.pop(rid, None)
+        if fut is None or fut.done():
             return None
-        if fut.cancelled():
-            # The caller gave up in this very iteration (its cleanup has not run yet): keep the
-            # answer -- it crossed the cancel -- so the ledger and the caller's record agree.
-            assert self._loop is not None
-            fut = self._waiters[rid] = self._loop.create_future()
-            return fut
-        del self._waiters[rid]
-        return None if fut.done() else fut
+        if fut.timeout is not None:
+            self._drop_deadline(rid, fut.timeout)
+        return fut
 
     def _on_response(self, event: Response) -> None:
         fut = self._answer_future(event.id)
@@ -761,10 +761,10 @@ class Connection:
             fut.set_result(event.result)
 
     def _on_error_response(self, event: ErrorResponse) -> None:
+        timed_out = self._expired.get(event.id)  # read before _answer_future clears it
         fut = self._answer_future(event.id)
         if fut is not None:
             error = error_from_object({"code": event.code, "message": event.message, "data": event.data})
-            timed_out = self._expired.get(event.id)
             if timed_out is not None and isinstance(error, RequestCancelledError):
                 # Our timeout's $/cancel_request, confirmed by the peer within the grace.
                 message = timed_out.message.replace("$/cancel_request sent", "the peer confirmed the cancel")
@@ -916,9 +916,20 @@ _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 """Result types that cannot be awaitable (skips ``inspect.isawaitable`` on the hot path)."""
 
 
-def _fail_if_pending(fut: asyncio.Future[Any], error: BaseException) -> None:
-    if not fut.done():
-        fut.set_exception(error)
+class _Pending(asyncio.Future[Any]):
+    """The future of one of our requests. Cancelling it -- directly, or by cancelling the task
+    that awaits it -- is giving up on the request: ``$/cancel_request`` goes out at once."""
+
+    __slots__ = ("connection", "rid", "timeout")
+    connection: Connection
+    rid: RequestId
+    timeout: float | None
+
+    def cancel(self, msg: Any = None) -> bool:
+        if not super().cancel(msg):
+            return False
+        self.connection._gave_up(self)
+        return True
 
 
 async def _wait_quietly(fut: asyncio.Future[Any], timeout: float) -> None:
