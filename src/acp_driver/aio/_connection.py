@@ -526,13 +526,14 @@ class Connection:
     def cascade_cancel(self, parent: RequestId, reason: str = "parent request cancelled") -> int:
         """Cancel our pending requests made while serving the peer's request ``parent``.
 
-        Each caller sees ``CancelledError`` and sends ``$/cancel_request`` (the cascade).
-        Returns how many were cancelled.
+        Each gets ``$/cancel_request`` (the cascade) and its caller a ``CancelledError`` -- after
+        the peer's answer or the request's grace, for a request made with ``cancel_grace``.
+        A request already being given up is left to finish giving up. Returns how many.
         """
         count = 0
         for child in self._core.outgoing.children(parent):
             fut = self._waiters.get(child.id)
-            if fut is not None and not fut.done():
+            if fut is not None and not fut.done() and not fut.giving_up:
                 fut.cancel(reason)
                 count += 1
         return count
@@ -580,23 +581,10 @@ class Connection:
         caller still gets its ``CancelledError``, once the answer came or the grace is over).
         ``on_sent`` is called with the request id once it is queued (to cancel it by id later).
         """
-        rid, fut = self._send_request(method, params, timeout, cancel_grace, on_sent)
-        if cancel_grace <= 0:
-            return await fut  # a cancelled caller cancels fut: its callback sends $/cancel_request
-        try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            if not fut.done():
-                # The caller was cancelled: ask the peer to stop, give it the grace to answer.
-                self.cancel_request(rid)
-                try:
-                    await _wait_quietly(fut, cancel_grace)
-                finally:
-                    if not fut.done():
-                        fut.cancel()  # give up: its callback abandons the request
-                    elif not fut.cancelled():
-                        fut.exception()  # the answer is recorded; the caller is gone
-            raise
+        # With a grace, the future declines the caller's first cancel (``_Pending.cancel``):
+        # the task keeps waiting for the peer's answer -- up to the grace -- and only then gets
+        # its CancelledError. A second cancel, or the grace running out, ends the wait at once.
+        return await self._send_request(method, params, timeout, cancel_grace, on_sent, cancel_grace)[1]
 
     def request_nowait(
         self,
@@ -613,7 +601,7 @@ class Connection:
         sends ``$/cancel_request`` and abandons the request; ``timeout`` fails it with
         ``RequestTimeoutError`` after ``$/cancel_request`` and ``cancel_grace`` for the answer.
         """
-        return self._send_request(method, params, timeout, cancel_grace, on_sent)[1]
+        return self._send_request(method, params, timeout, cancel_grace, on_sent, 0.0)[1]
 
     def _send_request(
         self,
@@ -622,6 +610,7 @@ class Connection:
         timeout: float | None,
         cancel_grace: float,
         on_sent: Callable[[RequestId], object] | None,
+        grace_on_cancel: float,
     ) -> tuple[RequestId, _Pending]:
         if self.state is not State.OPEN:
             raise self.closed_error(f"connection {self.state.value}: {self.close_reason or 'not open'}")
@@ -632,6 +621,8 @@ class Connection:
         fut.connection = self
         fut.rid = rid
         fut.timeout = timeout
+        fut.grace = grace_on_cancel
+        fut.giving_up = False
         self._waiters[rid] = fut
         self._schedule_flush()
         if on_sent is not None:
@@ -650,6 +641,14 @@ class Connection:
             if self.state is State.OPEN and self._core.send_cancel_request(rid):
                 self._schedule_flush()  # ask the peer to stop
             self._core.abandon(rid)  # a late answer will meet the tombstone
+
+    def _give_up_gracefully(self, fut: _Pending) -> None:
+        """The caller of a request with a grace was cancelled: ask the peer to stop, and wait
+        for its answer up to the grace (the caller gets its CancelledError after that)."""
+        if self._core.send_cancel_request(fut.rid):
+            self._schedule_flush()
+        assert self._loop is not None
+        self._loop.call_later(fut.grace, fut.stop_waiting)
 
     def _finished(self, fut: _Pending) -> None:
         if fut.timeout is not None:
@@ -920,22 +919,32 @@ class _Pending(asyncio.Future[Any]):
     """The future of one of our requests. Cancelling it -- directly, or by cancelling the task
     that awaits it -- is giving up on the request: ``$/cancel_request`` goes out at once."""
 
-    __slots__ = ("connection", "rid", "timeout")
+    __slots__ = ("connection", "giving_up", "grace", "rid", "timeout")
     connection: Connection
     rid: RequestId
     timeout: float | None
+    grace: float
+    """How long a cancelled caller keeps waiting for the peer's answer (``cancel_grace``)."""
+    giving_up: bool
 
     def cancel(self, msg: Any = None) -> bool:
+        if self.done():
+            return False
+        if self.grace > 0 and not self.giving_up and self.connection.is_open:
+            # A graceful request's first cancel: decline it (the awaiting task then gets its
+            # CancelledError when this future completes) and ask the peer to stop.
+            self.giving_up = True
+            self.connection._give_up_gracefully(self)
+            return False
         if not super().cancel(msg):
             return False
         self.connection._gave_up(self)
         return True
 
-
-async def _wait_quietly(fut: asyncio.Future[Any], timeout: float) -> None:
-    """Wait until ``fut`` is done or ``timeout`` passed, without cancelling ``fut`` (a new
-    cancellation of the caller still propagates)."""
-    await asyncio.wait({fut}, timeout=timeout)
+    def stop_waiting(self) -> None:
+        """The grace is over (or a second cancel came): cancel for real."""
+        self.grace = 0.0
+        self.cancel()
 
 
 async def _logged(awaitable: Awaitable[Any], what: str, name: str) -> Any:

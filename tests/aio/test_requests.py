@@ -1,0 +1,187 @@
+"""Outgoing requests: futures, graceful and immediate give-ups, timeouts, late answers.
+
+One connection wired to a transport that records what is written; the test plays the peer by
+feeding bytes. Each test is a short story with an assertion after each step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+
+from acp_driver import Connection, RequestCancelledError, RequestTimeoutError
+from acp_driver.core import Ignored, Outcome, Quiet
+
+
+class Wire(asyncio.WriteTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.data = bytearray()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.data += data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def messages(self) -> list[dict[str, Any]]:
+        return [orjson.loads(line) for line in bytes(self.data).splitlines()]
+
+    def cancels(self) -> list[Any]:
+        return [m["params"]["requestId"] for m in self.messages() if m.get("method") == "$/cancel_request"]
+
+
+async def connected() -> tuple[Connection, Wire]:
+    conn = Connection(name="t")
+    wire = Wire()
+    conn.attach(wire)
+    return conn, wire
+
+
+async def spin(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def answer(rid: Any, result: Any = None, code: int | None = None) -> bytes:
+    if code is None:
+        return orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + b"\n"
+    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": "m"}}) + b"\n"
+
+
+async def test_request_nowait_is_a_future_answered_in_order() -> None:
+    conn, wire = await connected()
+    fut = conn.request_nowait("echo", {"x": 1})
+    assert isinstance(fut, asyncio.Future)
+    (sent,) = wire.messages()
+    conn.feed_data(answer(sent["id"], {"x": 1}))
+    assert await fut == {"x": 1}
+    assert conn.in_flight == (0, 0)
+    await conn.aclose()
+
+
+async def test_cancelling_the_future_sends_cancel_request_at_once_and_abandons() -> None:
+    conn, wire = await connected()
+    fut = conn.request_nowait("slow", {})
+    rid = wire.messages()[0]["id"]
+    assert fut.cancel()
+    assert conn.in_flight == (0, 0)  # given up synchronously
+    await spin()
+    assert wire.cancels() == [rid]
+    stone = conn.core.outgoing.tombstone(rid)
+    assert stone is not None
+    assert stone.outcome is Outcome.ABANDONED
+    quiet: list[Any] = []
+    conn.on_violation = quiet.append
+    conn.feed_data(answer(rid, code=-32800))  # the late confirmation is recognised
+    assert quiet == []
+    assert conn.violations == 0
+    await conn.aclose()
+
+
+async def test_graceful_cancel_waits_for_the_answer_then_raises() -> None:
+    conn, wire = await connected()
+    task = asyncio.ensure_future(conn.request("slow", {}, cancel_grace=30))
+    await spin()
+    rid = wire.messages()[0]["id"]
+    task.cancel()
+    await spin()
+    assert wire.cancels() == [rid]
+    assert not task.done()  # still waiting for the peer's confirmation
+    conn.feed_data(answer(rid, code=-32800))
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    stone = conn.core.outgoing.tombstone(rid)
+    assert stone is not None
+    assert stone.outcome is Outcome.CANCELLED  # the answer was recorded, not abandoned
+    await conn.aclose()
+
+
+async def test_graceful_cancel_gives_up_after_the_grace() -> None:
+    conn, wire = await connected()
+    task = asyncio.ensure_future(conn.request("slow", {}, cancel_grace=0.05))
+    await spin()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(10):
+            await task
+    assert len(wire.cancels()) == 1
+    assert conn.in_flight == (0, 0)
+    await conn.aclose()
+
+
+async def test_a_second_cancel_stops_the_grace_at_once() -> None:
+    conn, wire = await connected()
+    task = asyncio.ensure_future(conn.request("slow", {}, cancel_grace=30))
+    await spin()
+    task.cancel()
+    await spin()
+    assert not task.done()
+    task.cancel()
+    await spin()
+    assert task.cancelled()
+    assert len(wire.cancels()) == 1  # $/cancel_request is sent once
+    assert conn.in_flight == (0, 0)
+    await conn.aclose()
+
+
+async def test_timeout_then_a_partial_result_within_the_grace_is_returned() -> None:
+    conn, wire = await connected()
+    task = asyncio.ensure_future(conn.request("slow", {}, timeout=0.05, cancel_grace=30))
+    await spin()
+    rid = wire.messages()[0]["id"]
+    while not wire.cancels():
+        await asyncio.sleep(0.01)
+    assert wire.cancels() == [rid]
+    conn.feed_data(answer(rid, {"partial": True}))
+    assert await task == {"partial": True}
+    await conn.aclose()
+
+
+async def test_timeout_confirmed_by_the_peer_is_a_request_timeout_error() -> None:
+    conn, wire = await connected()
+    task = asyncio.ensure_future(conn.request("slow", {}, timeout=0.05, cancel_grace=30))
+    while not wire.cancels():
+        await asyncio.sleep(0.01)
+    conn.feed_data(answer(wire.cancels()[0], code=-32800))
+    with pytest.raises(RequestTimeoutError, match="confirmed") as info:
+        await task
+    assert isinstance(info.value, RequestCancelledError)
+    assert isinstance(info.value, TimeoutError)
+    await conn.aclose()
+
+
+async def test_timeouts_of_many_requests_share_one_timer() -> None:
+    conn, wire = await connected()
+    futs = [conn.request_nowait("slow", {}, timeout=0.05) for _ in range(100)]
+    futs += [conn.request_nowait("slow", {}, timeout=0.1) for _ in range(100)]
+    results = await asyncio.gather(*futs, return_exceptions=True)
+    assert all(isinstance(r, RequestTimeoutError) for r in results)
+    assert len(wire.cancels()) == 200
+    assert conn.in_flight == (0, 0)
+    assert conn._deadline_timer is None
+    await conn.aclose()
+
+
+async def test_late_answer_after_an_immediate_give_up_is_quiet() -> None:
+    conn, wire = await connected()
+    events: list[Any] = []
+    fut = conn.request_nowait("slow", {})
+    rid = wire.messages()[0]["id"]
+    fut.cancel()
+    real = conn._on_quiet
+
+    def record(event: Any) -> None:
+        events.append(event)
+        real(event)
+
+    conn._dispatch[Quiet] = record
+    conn.feed_data(answer(rid, {"too": "late"}))
+    assert [e.reason for e in events] == [Ignored.LATE_RESPONSE]
+    await conn.aclose()
