@@ -399,16 +399,8 @@ class Connection:
         token = _current.set(RequestContext(self, entry))
         try:
             result = handler(params)
-        except RpcError as exc:
-            self._answer_error(entry, exc.code, exc.message, exc.data)
         except Exception as exc:
-            logger.exception("%s: handler for %s (id %r) failed", self.name, entry.method, entry.id)
-            self._answer_error(
-                entry,
-                ErrorCode.INTERNAL_ERROR,
-                f"Internal error in {entry.method}",
-                {"exception": type(exc).__name__},
-            )
+            self._answer_exception(entry, exc)
         except BaseException:
             self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
             raise
@@ -458,21 +450,27 @@ class Connection:
             self._cascade(entry)
             self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled")
             raise
-        except RpcError as exc:
-            self._answer_error(entry, exc.code, exc.message, exc.data)
         except Exception as exc:
-            logger.exception("%s: handler for %s (id %r) failed", self.name, entry.method, entry.id)
-            self._answer_error(
-                entry,
-                ErrorCode.INTERNAL_ERROR,
-                f"Internal error in {entry.method}",
-                {"exception": type(exc).__name__},
-            )
+            self._answer_exception(entry, exc)
         except BaseException:
             self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")
             raise
         else:
             self._answer_result(entry, result)
+
+    def _answer_exception(self, entry: InFlight, exc: Exception) -> None:
+        """A handler raised: its ``RpcError`` as is, anything else ``-32603`` without the text
+        (it may hold paths or secrets); the traceback goes to the log."""
+        if isinstance(exc, RpcError):
+            self._answer_error(entry, exc.code, exc.message, exc.data)
+            return
+        logger.error("%s: handler for %s (id %r) failed", self.name, entry.method, entry.id, exc_info=exc)
+        self._answer_error(
+            entry,
+            ErrorCode.INTERNAL_ERROR,
+            f"Internal error in {entry.method}",
+            {"exception": type(exc).__name__},
+        )
 
     def _served(self, task: asyncio.Task[None], entry: InFlight) -> None:
         if self._tasks.get(entry.id) is task:

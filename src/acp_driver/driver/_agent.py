@@ -24,7 +24,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -942,15 +942,22 @@ class RemoteAgent:
             raise RpcError.invalid_params(f"unknown session {sid!r}", {"sessionId": sid})
         return session, session.current_turn, params
 
-    def _enlist(self, turn: PromptTurn | None, method: str) -> Any:
+    @contextlib.contextmanager
+    def _turn_work(self, turn: PromptTurn | None, method: str) -> Iterator[None]:
+        """Serve an agent request as work of ``turn``: refused if the turn is being cancelled,
+        cancelled with it (the turn cancels the task serving it), forgotten when done."""
         if turn is not None and turn.cancel_requested:
             raise RequestCancelledError(f"{method}: the turn is being cancelled")
         ctx = current_request()
         task = asyncio.current_task()
         if turn is None or ctx is None or task is None:
-            return None
+            yield
+            return
         turn._incoming[ctx.id] = (method, task)
-        return ctx.id
+        try:
+            yield
+        finally:
+            turn._incoming.pop(ctx.id, None)
 
     async def _on_permission(self, params: Any) -> dict[str, Any]:
         session, turn, params = self._session_and_turn(params)
@@ -963,18 +970,15 @@ class RemoteAgent:
         request = PermissionRequest(
             session.id, tool_call, [o for o in options if isinstance(o, dict)], params
         )
-        key = self._enlist(turn, p.SESSION_REQUEST_PERMISSION)
         ctx = current_request()
         try:
-            outcome = await self.services.permission(request)
+            with self._turn_work(turn, p.SESSION_REQUEST_PERMISSION):
+                outcome = await self.services.permission(request)
         except asyncio.CancelledError:
             # Our turn cancel (not the agent's $/cancel_request): answer "cancelled" at once.
             if turn is not None and turn.cancel_requested and ctx is not None and not ctx.cancel_requested:
                 return {"outcome": dict(CANCELLED_OUTCOME)}
             raise
-        finally:
-            if turn is not None:
-                turn._incoming.pop(key, None)
         if turn is not None and turn.cancel_requested:
             return {"outcome": dict(CANCELLED_OUTCOME)}
         return {"outcome": validate_outcome(outcome, request)}
@@ -990,12 +994,8 @@ class RemoteAgent:
             raise RpcError.invalid_params('"line" and "limit" must be integers')
         fs = self.services.fs
         assert fs is not None
-        key = self._enlist(turn, p.FS_READ_TEXT_FILE)
-        try:
+        with self._turn_work(turn, p.FS_READ_TEXT_FILE):
             return {"content": await fs.read_text_file(session, path, line, limit)}
-        finally:
-            if turn is not None:
-                turn._incoming.pop(key, None)
 
     async def _on_write(self, params: Any) -> dict[str, Any]:
         session, turn, params = self._session_and_turn(params)
@@ -1005,25 +1005,17 @@ class RemoteAgent:
             raise RpcError.invalid_params('"path" and "content" must be strings')
         fs = self.services.fs
         assert fs is not None
-        key = self._enlist(turn, p.FS_WRITE_TEXT_FILE)
-        try:
+        with self._turn_work(turn, p.FS_WRITE_TEXT_FILE):
             await fs.write_text_file(session, path, content)
             return {}
-        finally:
-            if turn is not None:
-                turn._incoming.pop(key, None)
 
     async def _on_terminal_create(self, params: Any) -> dict[str, Any]:
         session, turn, params = self._session_and_turn(params)
         terminals = self.services.terminals
         assert terminals is not None
-        key = self._enlist(turn, p.TERMINAL_CREATE)
-        try:
+        with self._turn_work(turn, p.TERMINAL_CREATE):
             terminal_id = await terminals.create(session, turn if turn is not None else session, params)
             return {"terminalId": terminal_id}
-        finally:
-            if turn is not None:
-                turn._incoming.pop(key, None)
 
     def _terminal_call(self, name: str) -> Any:
         async def handler(params: Any) -> dict[str, Any]:
@@ -1033,13 +1025,9 @@ class RemoteAgent:
                 raise RpcError.invalid_params('"terminalId" must be a string')
             terminals = self.services.terminals
             assert terminals is not None
-            key = self._enlist(turn, f"terminal/{name}")
-            try:
+            with self._turn_work(turn, f"terminal/{name}"):
                 result = await getattr(terminals, name)(session, terminal_id)
                 return result if isinstance(result, dict) else {}
-            finally:
-                if turn is not None:
-                    turn._incoming.pop(key, None)
 
         return handler
 
