@@ -2,16 +2,19 @@
 
 This layer owns no protocol rule; the core decides what is valid and what may be sent. Here:
 
-- every incoming request runs in its own task, so ``$/cancel_request`` can cancel it; whatever
-  happens to the task (result, error, cancellation before or after it started, timeout, close),
-  exactly one response goes out -- the task's done-callback answers ``-32800``/``-32603`` if the
-  handler could not;
-- outgoing requests wait on futures; a caller that gives up (task cancelled or timeout) sends
-  ``$/cancel_request`` once, then either stops waiting at once or waits up to a grace;
+- every incoming request served by an ``async def`` handler runs in its own task, so
+  ``$/cancel_request`` can cancel it; whatever happens to the task (result, error, cancellation
+  before or after it started, timeout, close), exactly one response goes out -- the task's
+  done-callback answers ``-32800``/``-32603`` if the handler could not. A plain ``def`` handler
+  is answered inline (there is nothing to cancel in work that never waits);
+- each outgoing request is a future (``_Pending``); a caller that gives up -- its task
+  cancelled, the future cancelled, or its timeout -- sends ``$/cancel_request`` once, then
+  either stops waiting at once or waits for the peer's answer up to a grace;
 - a ContextVar holds the incoming request being served, so outgoing requests made while serving
   it record it as their parent: cancelling the parent cancels its children (cascade);
-- writes go through one outbox flushed once per loop iteration, in order, with backpressure
-  (``await`` on ``request``/``notify`` waits while the transport is paused).
+- writes go through one outbox, in order: the first message of a loop iteration is written at
+  once, the rest of the iteration's messages together at its end; ``notify`` waits while the
+  transport is paused (backpressure).
 """
 
 from __future__ import annotations
@@ -799,8 +802,8 @@ class Connection:
     def _on_violation(self, event: ProtocolViolation) -> None:
         self.violations += 1
         if event.kind is Violation.INVALID_RESPONSE:
-            fut = self._waiters.pop(event.id, None)
-            if fut is not None and not fut.done():
+            fut = self._answer_future(event.id)
+            if fut is not None:
                 fut.set_exception(RemoteProtocolError(f"invalid response from peer: {event.detail}"))
         level = logging.INFO if event.kind is Violation.UNKNOWN_CANCEL_ID else logging.WARNING
         logger.log(level, "%s: peer protocol violation (%s): %s", self.name, event.kind.value, event.detail)
@@ -875,6 +878,8 @@ class Connection:
             if self._deadline_timer is not None:
                 self._deadline_timer.cancel()
                 self._deadline_timer = None
+            self._deadlines.clear()
+            self._expired.clear()
             for task in list(self._background):
                 task.cancel()
             if self._background:
