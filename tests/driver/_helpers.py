@@ -22,6 +22,9 @@ from typing import Any
 
 from acp_driver.driver import PromptTurn, RemoteAgent, Update, launch
 
+from ..procs import group_members
+from ..procs import pid_alive as pid_alive
+
 AGENTS = Path(__file__).with_name("agents")
 
 
@@ -33,40 +36,12 @@ def script(name: str) -> list[str]:
     return [sys.executable, str(AGENTS / f"{name}.py")]
 
 
-def group_members(pgid: int) -> list[str]:
-    """``pid state cmdline`` of every process whose process group is ``pgid`` (from /proc)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = (
-                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            )
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid:
-            found.append(f"{entry} {fields[0]} {cmdline.strip()}")
-    return found
-
-
 def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     return True
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 async def assert_group_gone(pgid: int, *, grace: float = 5.0) -> None:

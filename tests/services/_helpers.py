@@ -6,9 +6,11 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from acp_driver.services import LocalTerminals
+
+from ..procs import group_members
+from ..procs import pid_alive as pid_alive
 
 
 @dataclass(eq=False)
@@ -34,30 +36,7 @@ class FakeTurn:
 
 def live_members(pgid: int) -> list[str]:
     """``pid state cmdline`` of the non-zombie processes of group ``pgid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = (
-                Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            )
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            found.append(f"{entry} {fields[0]} {cmdline.strip()}")
-    return found
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] not in ("Z", "X")
+    return group_members(pgid, live_only=True)
 
 
 async def wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
