@@ -15,7 +15,6 @@ import pytest
 
 from acp_driver import Connection, RpcError
 from acp_driver.aio._process import ProcessGroup
-from acp_driver.aio._transports import _ReadProtocol, _WriteProtocol
 
 HERE = Path(__file__).parent
 TRICKY = [sys.executable, str(HERE / "agents" / "tricky.py")]
@@ -39,10 +38,7 @@ class Client:
     async def start(self) -> None:
         self.process = ProcessGroup.spawn(self.argv, stderr=None)
         popen = self.process.popen
-        loop = asyncio.get_running_loop()
-        wt, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(self.conn), popen.stdin)
-        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(self.conn), popen.stdout)
-        self.conn.attach(wt, closers=[rt.close])
+        await self.conn.open_pipes(popen.stdout, popen.stdin)
         await self.conn.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": {"terminal": True}}
         )

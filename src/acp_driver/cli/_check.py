@@ -25,7 +25,7 @@ from .. import __version__
 from .. import protocol as p
 from ..aio import Connection, current_request
 from ..aio._process import ProcessGroup, StderrTail, drain_pipe, exit_description
-from ..aio._transports import _ReadProtocol, _WriteProtocol
+from ..aio._transports import open_pipes
 from ..core import ErrorCode, ProtocolViolation, RequestCancelledError, RpcError, Violation
 from . import _main as codes
 
@@ -69,10 +69,7 @@ class Probe:
         assert popen.stdin is not None
         assert popen.stdout is not None
         assert popen.stderr is not None
-        loop = asyncio.get_running_loop()
-        wt, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(conn), popen.stdin)
-        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(conn), popen.stdout)
-        conn.attach(wt, closers=[rt.close])
+        await open_pipes(conn, popen.stdout, popen.stdin)
         self._stderr_transport = await drain_pipe(popen.stderr, self.stderr.feed, lambda: None)
 
     def _trace(self, direction: str, line: bytes) -> None:

@@ -32,7 +32,7 @@ from .. import __version__
 from .. import protocol as p
 from ..aio import Connection, current_request
 from ..aio._process import ProcessGroup, StderrTail, drain_pipe, exit_description
-from ..aio._transports import _ReadProtocol, _WriteProtocol
+from ..aio._transports import open_pipes
 from ..core import AcpError, ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError, Tracer
 from ..core._ladder import CancelLadder, LadderPolicy, Resolution, Rung
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
@@ -637,15 +637,12 @@ class RemoteAgent:
         return agent
 
     async def _attach(self) -> None:
-        loop = asyncio.get_running_loop()
         popen = self.process.popen
         conn = self.connection
         assert popen.stdin is not None
         assert popen.stdout is not None
         assert popen.stderr is not None
-        write_transport, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(conn), popen.stdin)
-        read_transport, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(conn), popen.stdout)
-        conn.attach(write_transport, closers=[read_transport.close])
+        await open_pipes(conn, popen.stdout, popen.stdin)
         conn.on_peer_gone = self._on_peer_gone
         conn.closed_error = self._exited_error
         self._stderr_transport = await drain_pipe(popen.stderr, self.stderr.feed, self._on_stderr_eof)
