@@ -59,21 +59,24 @@ CANCEL = "$/cancel_request"
 # ---------------------------------------------------------------------------- in-memory wire
 
 
-class MemoryTransport(asyncio.WriteTransport):
-    """Delivers each write to the peer on the next loop iteration; ``close`` delivers EOF."""
+class MemoryTransport:
+    """A message transport (``acp_driver.aio.Transport``): delivers each send to the peer on the
+    next loop iteration; ``close`` delivers EOF."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, peer: Connection) -> None:
-        super().__init__()
         self._loop = loop
         self._peer = peer
         self._closing = False
         self.writes_after_close = 0
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
+    def send(self, messages: list[bytes]) -> None:
         if self._closing:
             self.writes_after_close += 1
             return
-        self._loop.call_soon(self._peer.feed_data, bytes(data))
+        self._loop.call_soon(self._peer.feed_messages, list(messages))
+
+    def close_write(self) -> None:
+        self.close()
 
     def close(self) -> None:
         if not self._closing:
@@ -82,9 +85,6 @@ class MemoryTransport(asyncio.WriteTransport):
 
     def is_closing(self) -> bool:
         return self._closing
-
-    def get_write_buffer_size(self) -> int:
-        return 0
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -518,9 +518,9 @@ async def test_request_arriving_while_closing_is_answered() -> None:
 
     Iteration by iteration: b queues a request (its flush is scheduled); a starts closing;
     b's flush delivers the request into a's loop queue; a's close task calls ``core.close()``
-    and yields once (``_close_transports``' ``sleep(0)``) while still CLOSING; the request is fed
+    and yields once (``_close_transport``' ``sleep(0)``) while still CLOSING; the request is fed
     then, ``_on_request`` calls ``core.send_cancelled`` on a closed core, which raises
-    ``LocalProtocolError`` out of ``feed_data``; the entry the core opened stays in flight.
+    ``LocalProtocolError`` out of ``feed_messages``; the entry the core opened stays in flight.
     """
     loop = asyncio.get_running_loop()
     errors: list[dict[str, Any]] = []
@@ -536,25 +536,24 @@ async def test_request_arriving_while_closing_is_answered() -> None:
     assert a.in_flight == (0, 0)
 
 
-class RecordingTransport(asyncio.WriteTransport):
-    """Keeps what is written; nothing answers."""
+class RecordingTransport:
+    """A message transport that keeps what is sent; nothing answers."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.data = bytearray()
+        self.sent: list[bytes] = []
         self._closing = False
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.data += data
+    def send(self, messages: list[bytes]) -> None:
+        self.sent.extend(messages)
+
+    def close_write(self) -> None:
+        self._closing = True
 
     def close(self) -> None:
         self._closing = True
 
     def is_closing(self) -> bool:
         return self._closing
-
-    def get_write_buffer_size(self) -> int:
-        return 0
 
 
 async def test_answer_arriving_right_after_the_timeout_is_kept_within_grace() -> None:
@@ -564,14 +563,14 @@ async def test_answer_arriving_right_after_the_timeout_is_kept_within_grace() ->
     wire = RecordingTransport()
     conn = Connection(name="a")
     conn.attach(wire)
-    expire = conn._expire_deadlines
+    time_out = conn._time_out
 
-    def expire_then_answer() -> None:
-        expire()  # the caller's future is cancelled here; the caller has not resumed yet
+    def time_out_then_answer(fut: Any) -> None:
+        time_out(fut)  # $/cancel_request queued, the grace armed; the caller has not resumed yet
         (entry,) = list(conn.core.outgoing)
-        conn.feed_data(b'{"jsonrpc":"2.0","id":%d,"result":"on time"}\n' % entry.id)
+        conn.feed_messages([b'{"jsonrpc":"2.0","id":%d,"result":"on time"}' % entry.id])
 
-    conn._expire_deadlines = expire_then_answer  # type: ignore[method-assign]
+    conn._time_out = time_out_then_answer  # type: ignore[method-assign]
     caller = asyncio.create_task(conn.request("slow", {}, timeout=0.05, cancel_grace=5))
     try:
         async with asyncio.timeout(10):
@@ -589,6 +588,6 @@ async def test_scalar_params_are_refused_locally() -> None:
         with pytest.raises((LocalProtocolError, TypeError, ValueError)):
             await asyncio.wait_for(conn.request("echo", 1), 0.2)
         await asyncio.sleep(0)
-        assert bytes(wire.data) == b""
+        assert wire.sent == []
     finally:
         await conn.aclose()

@@ -1,7 +1,7 @@
 """Outgoing requests: futures, graceful and immediate give-ups, timeouts, late answers.
 
-One connection wired to a transport that records what is written; the test plays the peer by
-feeding bytes. Each test is a short story with an assertion after each step.
+One connection wired to a message transport that records what is sent; the test plays the peer
+by feeding messages. Each test is a short story with an assertion after each step.
 """
 
 from __future__ import annotations
@@ -16,22 +16,26 @@ from acp_driver import Connection, RequestCancelledError, RequestTimeoutError
 from acp_driver.core import Ignored, Outcome, Quiet
 
 
-class Wire(asyncio.WriteTransport):
+class Wire:
+    """A message transport (see ``acp_driver.aio.Transport``) that keeps what is sent."""
+
     def __init__(self) -> None:
-        super().__init__()
-        self.data = bytearray()
+        self.sent: list[bytes] = []
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        self.data += data
+    def send(self, messages: list[bytes]) -> None:
+        self.sent.extend(messages)
 
-    def is_closing(self) -> bool:
-        return False
+    def close_write(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
 
+    def is_closing(self) -> bool:
+        return False
+
     def messages(self) -> list[dict[str, Any]]:
-        return [orjson.loads(line) for line in bytes(self.data).splitlines()]
+        return [orjson.loads(message) for message in self.sent]
 
     def cancels(self) -> list[Any]:
         return [m["params"]["requestId"] for m in self.messages() if m.get("method") == "$/cancel_request"]
@@ -49,10 +53,10 @@ async def spin(n: int = 5) -> None:
         await asyncio.sleep(0)
 
 
-def answer(rid: Any, result: Any = None, code: int | None = None) -> bytes:
+def answer(rid: Any, result: Any = None, code: int | None = None) -> list[bytes]:
     if code is None:
-        return orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result}) + b"\n"
-    return orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": "m"}}) + b"\n"
+        return [orjson.dumps({"jsonrpc": "2.0", "id": rid, "result": result})]
+    return [orjson.dumps({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": "m"}})]
 
 
 async def test_request_nowait_is_a_future_answered_in_order() -> None:
@@ -60,7 +64,7 @@ async def test_request_nowait_is_a_future_answered_in_order() -> None:
     fut = conn.request_nowait("echo", {"x": 1})
     assert isinstance(fut, asyncio.Future)
     (sent,) = wire.messages()
-    conn.feed_data(answer(sent["id"], {"x": 1}))
+    conn.feed_messages(answer(sent["id"], {"x": 1}))
     assert await fut == {"x": 1}
     assert conn.in_flight == (0, 0)
     await conn.aclose()
@@ -79,7 +83,7 @@ async def test_cancelling_the_future_sends_cancel_request_at_once_and_abandons()
     assert stone.outcome is Outcome.ABANDONED
     quiet: list[Any] = []
     conn.on_violation = quiet.append
-    conn.feed_data(answer(rid, code=-32800))  # the late confirmation is recognised
+    conn.feed_messages(answer(rid, code=-32800))  # the late confirmation is recognised
     assert quiet == []
     assert conn.violations == 0
     await conn.aclose()
@@ -94,7 +98,7 @@ async def test_graceful_cancel_waits_for_the_answer_then_raises() -> None:
     await spin()
     assert wire.cancels() == [rid]
     assert not task.done()  # still waiting for the peer's confirmation
-    conn.feed_data(answer(rid, code=-32800))
+    conn.feed_messages(answer(rid, code=-32800))
     with pytest.raises(asyncio.CancelledError):
         await task
     stone = conn.core.outgoing.tombstone(rid)
@@ -139,7 +143,7 @@ async def test_timeout_then_a_partial_result_within_the_grace_is_returned() -> N
     while not wire.cancels():
         await asyncio.sleep(0.01)
     assert wire.cancels() == [rid]
-    conn.feed_data(answer(rid, {"partial": True}))
+    conn.feed_messages(answer(rid, {"partial": True}))
     assert await task == {"partial": True}
     await conn.aclose()
 
@@ -149,7 +153,7 @@ async def test_timeout_confirmed_by_the_peer_is_a_request_timeout_error() -> Non
     task = asyncio.ensure_future(conn.request("slow", {}, timeout=0.05, cancel_grace=30))
     while not wire.cancels():
         await asyncio.sleep(0.01)
-    conn.feed_data(answer(wire.cancels()[0], code=-32800))
+    conn.feed_messages(answer(wire.cancels()[0], code=-32800))
     with pytest.raises(RequestTimeoutError, match="confirmed") as info:
         await task
     assert isinstance(info.value, RequestCancelledError)
@@ -165,7 +169,26 @@ async def test_timeouts_of_many_requests_share_one_timer() -> None:
     assert all(isinstance(r, RequestTimeoutError) for r in results)
     assert len(wire.cancels()) == 200
     assert conn.in_flight == (0, 0)
-    assert conn._deadline_timer is None
+    assert conn._deadlines is not None
+    assert not conn._deadlines.armed
+    assert len(conn._deadlines) == 0
+    await conn.aclose()
+
+
+async def test_an_answer_within_the_grace_cancels_the_grace_timer() -> None:
+    # Each timed-out request waits out its grace on a timer; once the answer is in, the timer
+    # must go too (it used to stay armed, one live timer per answered request).
+    conn, wire = await connected()
+    fut = conn.request_nowait("slow", {}, timeout=0.01, cancel_grace=30)
+    rid = wire.messages()[0]["id"]
+    async with asyncio.timeout(10):
+        while not wire.cancels():
+            await asyncio.sleep(0.005)
+    timer = fut.timer  # type: ignore[attr-defined]
+    assert timer is not None
+    conn.feed_messages(answer(rid, {"partial": True}))
+    assert await fut == {"partial": True}
+    assert timer.cancelled()
     await conn.aclose()
 
 
@@ -182,6 +205,6 @@ async def test_late_answer_after_an_immediate_give_up_is_quiet() -> None:
         real(event)
 
     conn._dispatch[Quiet] = record
-    conn.feed_data(answer(rid, {"too": "late"}))
+    conn.feed_messages(answer(rid, {"too": "late"}))
     assert [e.reason for e in events] == [Ignored.LATE_RESPONSE]
     await conn.aclose()

@@ -23,9 +23,8 @@ import orjson
 
 from .. import __version__
 from .. import protocol as p
-from ..aio import Connection, current_request
+from ..aio import Connection, current_request, open_pipes
 from ..aio._process import ProcessGroup, StderrTail, drain_pipe, exit_description
-from ..aio._transports import open_pipes
 from ..core import ErrorCode, ProtocolViolation, RequestCancelledError, RpcError, Violation
 from . import _main as codes
 
@@ -395,7 +394,7 @@ async def check_malformed(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     rule = "a malformed line does not kill the agent"
     await probe.ready()
     assert probe.conn is not None
-    probe.conn.send_raw(b"this is not json\n")
+    probe.conn.send_raw(b"this is not json")
     try:
         await probe.request(p.SESSION_NEW, {"cwd": probe.cwd, "mcpServers": []})
     except (RpcError, TimeoutError) as exc:

@@ -1,9 +1,9 @@
-"""The sans-IO core: framing, JSON-RPC envelopes, in-flight ledgers. No I/O, no clock.
+"""The sans-IO core: framing, JSON-RPC envelopes, in-flight ledgers, the cancel ladder. No I/O, no clock.
 
 Imports nothing from asyncio, subprocess, os or time (a test keeps it that way).
 """
 
-from ._connection import CANCEL_REQUEST_METHOD, Connection, Tracer, is_request_id
+from ._connection import CANCEL_REQUEST_METHOD, Connection, Received, Tracer, is_request_id
 from ._errors import (
     AcpError,
     ConnectionClosedError,
@@ -13,6 +13,7 @@ from ._errors import (
     RequestCancelledError,
     RequestTimeoutError,
     RpcError,
+    error_from_object,
 )
 from ._events import (
     CancelRequest,
@@ -29,11 +30,12 @@ from ._events import (
     Violation,
 )
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
-from ._ledger import InFlight, Ledger, Outcome, Tombstone
+from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome, Tombstone
 
 __all__ = [
     "CANCEL_REQUEST_METHOD",
     "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_TOMBSTONES",
     "AcpError",
     "CancelRequest",
     "Connection",
@@ -52,6 +54,7 @@ __all__ = [
     "OversizedLine",
     "ProtocolViolation",
     "Quiet",
+    "Received",
     "RemoteProtocolError",
     "Request",
     "RequestCancelledError",
@@ -62,5 +65,6 @@ __all__ = [
     "Tombstone",
     "Tracer",
     "Violation",
+    "error_from_object",
     "is_request_id",
 ]

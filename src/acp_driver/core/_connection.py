@@ -1,8 +1,13 @@
-"""The sans-IO JSON-RPC 2.0 connection: bytes in -> events out; calls in -> bytes out.
+"""The sans-IO JSON-RPC 2.0 connection: messages in -> events out; calls in -> messages out.
+
+It works on messages (one JSON text each) so that any transport can carry them: NDJSON lines
+over pipes (``receive_data``/``data_to_send`` do that framing here, for convenience and
+tests), WebSocket text frames, HTTP bodies and SSE events (``receive_messages`` /
+``messages_to_send``).
 
 Rules enforced here (and nowhere else):
 
-- Framing: see ``_framing``. Each line is one JSON value.
+- Framing of NDJSON: see ``_framing``. Each line is one JSON value.
 - Invalid JSON -> ``-32700`` with id null. Valid JSON that is not a message -> ``-32600``; the
   id is echoed when the message is request-shaped (has ``method``, or neither ``result`` nor
   ``error``) and the id is readable. A response-shaped message (``result``/``error``) that is
@@ -18,12 +23,13 @@ Rules enforced here (and nowhere else):
   are recognised (``Quiet`` events), not misrouted.
 - Nothing a peer sends raises: violations become ``ProtocolViolation`` events.
 
-The core never touches I/O or clocks. Outgoing bytes accumulate until ``data_to_send()``.
+The core never touches I/O or clocks. Outgoing messages accumulate until ``messages_to_send()``
+(or ``data_to_send()``, the same as NDJSON bytes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -43,7 +49,7 @@ from ._events import (
     Response,
     Violation,
 )
-from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer
+from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
 from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome
 
 CANCEL_REQUEST_METHOD = "$/cancel_request"
@@ -54,7 +60,12 @@ _JSONDecodeError = orjson.JSONDecodeError
 _MISSING: Any = object()
 
 Tracer = Callable[[str, bytes], None]
-"""Called with ("in", line) for every incoming line and ("out", data) for every outgoing message."""
+"""Called with ("in", message) for every incoming message and ("out", message) for every
+outgoing one (the JSON text, without framing)."""
+
+Received = bytes | str | OversizedLine
+"""What a transport hands the core: one message's JSON text, or the report of a message it
+dropped for its size."""
 
 
 def is_request_id(value: object) -> bool:
@@ -74,10 +85,11 @@ class _Batch:
 
 
 class Connection:
-    """One end of a JSON-RPC 2.0 connection over newline-delimited JSON, without I/O.
+    """One end of a JSON-RPC 2.0 connection, without I/O.
 
-    Feed bytes with ``receive_data`` (``b""`` at end of input) and act on the returned events;
-    call the ``send_*`` methods and write what ``data_to_send`` returns, in order.
+    Feed messages with ``receive_messages`` (``receive_eof`` at end of input) -- or NDJSON bytes
+    with ``receive_data`` -- and act on the returned events; call the ``send_*`` methods and
+    send what ``messages_to_send`` (or ``data_to_send``) returns, in order.
     """
 
     def __init__(
@@ -105,14 +117,20 @@ class Connection:
 
     # ------------------------------------------------------------------ output buffer
 
-    def data_to_send(self) -> bytes:
-        """Everything queued for the wire since the last call, in order."""
+    def messages_to_send(self) -> list[bytes]:
+        """Every message queued since the last call, in order (JSON texts, no framing)."""
         out = self._out
         if not out:
+            return out
+        self._out = []
+        return out
+
+    def data_to_send(self) -> bytes:
+        """Everything queued since the last call as NDJSON bytes (one line per message)."""
+        out = self.messages_to_send()
+        if not out:
             return b""
-        data = out[0] if len(out) == 1 else b"".join(out)
-        out.clear()
-        return data
+        return out[0] + b"\n" if len(out) == 1 else b"\n".join(out) + b"\n"
 
     @property
     def has_data_to_send(self) -> bool:
@@ -129,9 +147,7 @@ class Connection:
             self._tracer("out", data)
 
     def _encode(self, message: Any) -> bytes:
-        # ``+ b"\n"`` rather than OPT_APPEND_NEWLINE: orjson's output buffer would then be kept
-        # at its initial capacity (KiBs per message), which adds up while messages wait queued.
-        return _dumps(message, default=self._default) + b"\n"
+        return _dumps(message, default=self._default)
 
     # ------------------------------------------------------------------ sending
 
@@ -224,14 +240,14 @@ class Connection:
         if batch is None:
             self._emit(data)
             return
-        batch.replies.append(data[:-1])  # without the newline: it joins the batch's array
+        batch.replies.append(data)
         batch.pending -= 1
         if batch.pending == 0:
             self._finish_batch(batch)
 
     def _finish_batch(self, batch: _Batch) -> None:
         if batch.replies:
-            self._emit(b"[" + b",".join(batch.replies) + b"]\n")
+            self._emit(b"[" + b",".join(batch.replies) + b"]")
             batch.replies = []
 
     def close(self) -> None:
@@ -241,27 +257,39 @@ class Connection:
     # ------------------------------------------------------------------ receiving
 
     def receive_data(self, data: bytes) -> list[Event]:
-        """Feed bytes from the peer (``b""`` at end of input); return the resulting events."""
+        """Feed NDJSON bytes from the peer (``b""`` at end of input); return the resulting events."""
+        events = self.receive_messages(self._framer.feed(data))
+        if not data:
+            events.extend(self.receive_eof())
+        return events
+
+    def receive_messages(self, messages: Sequence[Received]) -> list[Event]:
+        """Feed messages from the peer, in order; return the resulting events."""
         events: list[Event] = []
-        for item in self._framer.feed(data):
-            if type(item) is bytes:
+        for item in messages:
+            if type(item) is bytes or type(item) is str:
                 self._receive_line(item, events)
             else:
-                detail = f"line of {item.size} bytes exceeds the limit of {item.limit} bytes; discarded"  # type: ignore[union-attr]
+                assert isinstance(item, OversizedLine)
+                detail = f"message of {item.size} bytes exceeds the limit of {item.limit} bytes; discarded"
                 self._reply_error(
                     None, ErrorCode.INVALID_REQUEST, "Message too large", None, {"detail": detail}
                 )
                 events.append(
                     ProtocolViolation(Violation.OVERSIZED_LINE, detail, None, replied=not self.closed)
                 )
-        if not data:
-            self.their_eof = True
-            events.append(EndOfInput())
         return events
 
-    def _receive_line(self, line: bytes, events: list[Event]) -> None:
+    def receive_eof(self) -> list[Event]:
+        """The peer's output ended (once; later calls return nothing)."""
+        if self.their_eof:
+            return []
+        self.their_eof = True
+        return [EndOfInput()]
+
+    def _receive_line(self, line: bytes | str, events: list[Event]) -> None:
         if self._tracer is not None:
-            self._tracer("in", line)
+            self._tracer("in", line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass"))
         try:
             message = _loads(line)
         except _JSONDecodeError as exc:

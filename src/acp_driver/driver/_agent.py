@@ -30,9 +30,8 @@ from typing import Any, Literal
 
 from .. import __version__
 from .. import protocol as p
-from ..aio import Connection, current_request
+from ..aio import Connection, current_request, open_pipes
 from ..aio._process import ProcessGroup, StderrTail, drain_pipe, exit_description
-from ..aio._transports import open_pipes
 from ..core import AcpError, ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError, Tracer
 from ..core._ladder import CancelLadder, LadderPolicy, Resolution, Rung
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
