@@ -28,7 +28,7 @@ from _common import (
     rss_mib,
 )
 
-from acp_driver.core._ledger import Outcome
+from acp_driver.core import Outcome
 from acp_driver.driver import LadderPolicy, launch
 
 AGENT = [sys.executable, "-m", "acp_driver", "agent"]

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from acp_driver import Connection, RpcError
-from acp_driver.aio._process import ProcessGroup
+from acp_driver.aio import ProcessGroup
 
 HERE = Path(__file__).parent
 TRICKY = [sys.executable, str(HERE / "agents" / "tricky.py")]

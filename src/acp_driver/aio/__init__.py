@@ -1,23 +1,34 @@
 """asyncio adapters: the connection (tasks, futures, one writer), transports, child processes."""
 
+from ._agent_process import AgentProcess
+from ._clock import Clock, LoopClock, Timer
 from ._connection import Connection, State
 from ._context import RequestContext, current_request
 from ._ndjson import NdjsonTransport, open_pipes, open_stdio, open_streams
+from ._process import ProcessGroup, StderrTail, drain_pipe, exit_description
 from ._requesting import PendingRequest
 from ._serving import NotificationHandler, RequestHandler
 from ._transport import Transport, TransportReceiver
 
 __all__ = [
+    "AgentProcess",
+    "Clock",
     "Connection",
+    "LoopClock",
     "NdjsonTransport",
     "NotificationHandler",
     "PendingRequest",
+    "ProcessGroup",
     "RequestContext",
     "RequestHandler",
     "State",
+    "StderrTail",
+    "Timer",
     "Transport",
     "TransportReceiver",
     "current_request",
+    "drain_pipe",
+    "exit_description",
     "open_pipes",
     "open_stdio",
     "open_streams",

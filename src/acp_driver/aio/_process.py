@@ -148,6 +148,10 @@ class ProcessGroup:
         self._kill_stragglers()
         return code
 
+    def kill_stragglers(self) -> None:
+        """The leader is gone: SIGKILL whatever of its group outlived it (grandchildren)."""
+        self._kill_stragglers()
+
     def _kill_stragglers(self) -> None:
         # The leader is gone; members that outlived it (grandchildren) are killed outright.
         if self.group_alive():
@@ -184,6 +188,10 @@ class StderrTail:
         """The last ``count`` lines seen."""
         text = bytes(self._buf[-self._max :]).decode("utf-8", "replace")
         return text.splitlines()[-count:]
+
+    def mark_closed(self) -> None:
+        """The stream ended."""
+        self.closed = True
 
     def describe(self, count: int = 5) -> str:
         """The last lines, ready to append to an error message."""

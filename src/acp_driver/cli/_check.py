@@ -23,8 +23,15 @@ import orjson
 
 from .. import __version__
 from .. import protocol as p
-from ..aio import Connection, current_request, open_pipes
-from ..aio._process import ProcessGroup, StderrTail, drain_pipe, exit_description
+from ..aio import (
+    Connection,
+    ProcessGroup,
+    StderrTail,
+    current_request,
+    drain_pipe,
+    exit_description,
+    open_pipes,
+)
 from ..core import ErrorCode, ProtocolViolation, RequestCancelledError, RpcError, Violation
 from . import _main as codes
 

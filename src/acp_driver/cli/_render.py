@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from ..core._ladder import Rung
+from ..core import Rung
 from ..driver import PermissionRequest, TurnResult, Update
 
 LADDER_TEXT = {

@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..core import AcpError, RpcError
-from ..core._ladder import DEFAULT_BUDGET, LadderPolicy, Resolution, Rung
+from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, Resolution, RpcError, Rung
 from ..driver import (
     AgentExitedError,
     AgentStartError,

@@ -30,13 +30,18 @@ from ._events import (
     Violation,
 )
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
+from ._ladder import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
 from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome, Tombstone
+from ._turn import TRANSITIONS, Observation, Seen, Step, TurnMachine, TurnState
 
 __all__ = [
     "CANCEL_REQUEST_METHOD",
+    "DEFAULT_BUDGET",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_TOMBSTONES",
+    "TRANSITIONS",
     "AcpError",
+    "CancelLadder",
     "CancelRequest",
     "Connection",
     "ConnectionClosedError",
@@ -46,10 +51,12 @@ __all__ = [
     "Event",
     "Ignored",
     "InFlight",
+    "LadderPolicy",
     "Ledger",
     "LineFramer",
     "LocalProtocolError",
     "Notification",
+    "Observation",
     "Outcome",
     "OversizedLine",
     "ProtocolViolation",
@@ -60,10 +67,16 @@ __all__ = [
     "RequestCancelledError",
     "RequestId",
     "RequestTimeoutError",
+    "Resolution",
     "Response",
     "RpcError",
+    "Rung",
+    "Seen",
+    "Step",
     "Tombstone",
     "Tracer",
+    "TurnMachine",
+    "TurnState",
     "Violation",
     "error_from_object",
     "is_request_id",

@@ -1,18 +1,7 @@
 """The host driver: launch any ACP agent, run turns, cancel with a scope; the ladder always resolves."""
 
-from ..core._ladder import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
-from ._agent import (
-    AgentExitedError,
-    AgentStartError,
-    CancelOutcome,
-    PromptTurn,
-    RemoteAgent,
-    RemoteSession,
-    Scope,
-    ToolCallState,
-    TurnResult,
-    launch,
-)
+from ..core import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
+from ._errors import AgentExitedError, AgentStartError
 from ._permissions import (
     PermissionPolicy,
     PermissionRequest,
@@ -20,7 +9,11 @@ from ._permissions import (
     by_tool_kind,
     deny_all,
 )
+from ._remote_agent import RemoteAgent, launch
+from ._results import CancelOutcome, ToolCallState, TurnResult
 from ._services import ClientServices, FileSystemService, TerminalService
+from ._session import RemoteSession, Scope
+from ._turn import PromptTurn
 from ._updates import (
     AgentMessageChunk,
     AgentThoughtChunk,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._permissions import PermissionPolicy, deny_all
 
 if TYPE_CHECKING:
-    from ._agent import RemoteSession
+    from ._session import RemoteSession
 
 
 class FileSystemService(Protocol):

@@ -21,7 +21,7 @@ from ._roots import SPECIAL_TREES, SessionLike
 from ._terminals import DEFAULT_OUTPUT_BYTE_LIMIT, MAX_OUTPUT_BYTE_LIMIT, LocalTerminals, Terminal
 
 if TYPE_CHECKING:
-    from ..driver._services import FileSystemService, TerminalService
+    from ..driver import FileSystemService, TerminalService
 
     def _conforms(
         fs: LocalFileSystem, terminals: LocalTerminals

@@ -49,7 +49,7 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..aio._process import ProcessGroup, drain_pipe
+from ..aio import ProcessGroup, drain_pipe
 from ..core import RequestCancelledError
 from ._errors import (
     REASON_CLOSED,

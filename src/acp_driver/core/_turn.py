@@ -1,0 +1,189 @@
+"""A prompt turn as the host sees it: a pure state machine from observations to actions.
+
+All the decisions about a turn's cancellation live here, in one table; the driver only
+reports what it observed (with the time, from whatever clock it was given) and carries out the
+actions it gets back. Nothing here waits, reads a clock or does I/O.
+
+States and what moves them (``TRANSITIONS`` is the table)::
+
+    RUNNING ---- cancel ------------> CANCELLING   actions: session_cancel (then the ladder)
+    RUNNING ---- kill_now ----------> CANCELLING   actions: kill
+    CANCELLING - tick (deadline) ---> CANCELLING   actions: the ladder's steps now due
+    CANCELLING - kill_now ----------> CANCELLING   actions: kill (skips what was left)
+    CANCELLING - tick after kill ---> RESOLVED     KILLED: SIGKILL sent, no exit seen in time
+    any -------- answered/failed/gone/abandoned -> RESOLVED  resolution from what ended it
+    RESOLVED --- anything ----------> RESOLVED     no action (late observations are harmless)
+
+How an ending maps to a ``Resolution`` (``resolve``):
+
+- the connection ended before the answer: ``KILLED`` if the host signalled the agent (the
+  ladder's terminate/kill, or a kill or shutdown of the agent), else ``AGENT_EXITED``;
+- stop reason ``cancelled`` (or ``-32800`` on the prompt), or the host abandoned the prompt:
+  ``CANCELLED``;
+- an error answer: ``ERROR``; any other stop reason: ``COMPLETED``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._ladder import CancelLadder, LadderPolicy, Resolution, Rung
+
+
+class TurnState(enum.Enum):
+    """Where a turn is, as far as its cancellation goes."""
+
+    RUNNING = "running"
+    """Prompt sent; nobody asked to cancel."""
+    CANCELLING = "cancelling"
+    """A cancel was requested; the ladder climbs until the turn resolves."""
+    RESOLVED = "resolved"
+    """The turn ended; its resolution is final."""
+
+
+class Seen(enum.Enum):
+    """What the driver observed."""
+
+    CANCEL = "cancel"
+    """The host asked to cancel the turn (idempotent)."""
+    KILL_NOW = "kill_now"
+    """The host asked to skip to SIGKILL (e.g. a second Ctrl-C)."""
+    TICK = "tick"
+    """Time passed: the deadline the machine asked for has come."""
+    ANSWERED = "answered"
+    """The agent answered the prompt with a stop reason."""
+    FAILED = "failed"
+    """The agent answered the prompt with an error (``-32800`` counts as ``cancelled``)."""
+    GONE = "gone"
+    """The connection ended before the answer (the agent exited or was killed)."""
+    ABANDONED = "abandoned"
+    """The host stopped waiting for the answer (the task awaiting the prompt was cancelled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    seen: Seen
+    stop_reason: str | None = None
+    """For ``ANSWERED`` (and ``FAILED`` with ``-32800``: ``cancelled``)."""
+    signalled: bool = False
+    """For ``GONE``: the host signalled the agent's process group outside this turn's ladder."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What to do after an observation."""
+
+    actions: tuple[Rung, ...] = ()
+    """Ladder steps to carry out now, in order."""
+    deadline: float | None = None
+    """When to report the next ``TICK`` (None: nothing to wait for)."""
+    resolution: Resolution | None = None
+    """Set on the step that resolves the turn (reported once)."""
+
+
+_NOTHING = Step()
+
+
+class TurnMachine:
+    """The cancellation state of one prompt turn (see the module docstring)."""
+
+    def __init__(self, policy: LadderPolicy, *, exit_wait: float = 5.0) -> None:
+        self.policy = policy
+        self.exit_wait = exit_wait
+        """After SIGKILL, how long the exit may take before the turn is resolved ``KILLED`` anyway."""
+        self.state = TurnState.RUNNING
+        self.ladder: CancelLadder | None = None
+        self.resolution: Resolution | None = None
+        self.cancel_requested_at: float | None = None
+        self._kill_deadline: float | None = None
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_requested_at is not None
+
+    @property
+    def signalled(self) -> bool:
+        """This turn's ladder sent SIGTERM or SIGKILL."""
+        ladder = self.ladder
+        return ladder is not None and any(r in (Rung.TERMINATE, Rung.KILL) for _, r in ladder.taken)
+
+    def observe(self, observation: Observation, now: float) -> Step:
+        """Feed one observation made at ``now``; returns what to do."""
+        handler = TRANSITIONS.get((self.state, observation.seen))
+        if handler is None:
+            return _NOTHING
+        return handler(self, observation, now)
+
+    # ------------------------------------------------------------------ transitions
+
+    def _start_cancel(self, observation: Observation, now: float) -> Step:
+        self.state = TurnState.CANCELLING
+        self.cancel_requested_at = now
+        self.ladder = CancelLadder(self.policy, now)
+        if observation.seen is Seen.KILL_NOW:
+            return self._after(self.ladder.skip_to_kill(now), now)
+        return self._after(self.ladder.poll(now), now)
+
+    def _tick(self, observation: Observation, now: float) -> Step:
+        if self._kill_deadline is not None and now >= self._kill_deadline:
+            return self._resolve_as(Resolution.KILLED, now)
+        assert self.ladder is not None
+        return self._after(self.ladder.poll(now), now)
+
+    def _kill_now(self, observation: Observation, now: float) -> Step:
+        assert self.ladder is not None
+        return self._after(self.ladder.skip_to_kill(now), now)
+
+    def _end(self, observation: Observation, now: float) -> Step:
+        return self._resolve_as(self.resolve(observation), now)
+
+    def _after(self, rungs: list[Rung], now: float) -> Step:
+        ladder = self.ladder
+        assert ladder is not None
+        if Rung.KILL in rungs:
+            self._kill_deadline = now + self.exit_wait
+        deadline = ladder.next_deadline()
+        if deadline is None and self._kill_deadline is not None:
+            deadline = self._kill_deadline  # SIGKILL sent: the exit is certain; wait for it, bounded
+        return Step(tuple(rungs), deadline)
+
+    def _resolve_as(self, resolution: Resolution, now: float) -> Step:
+        self.state = TurnState.RESOLVED
+        self.resolution = resolution
+        if self.ladder is not None:
+            self.ladder.resolve(now, resolution)
+        return Step((), None, resolution)
+
+    # ------------------------------------------------------------------ the mapping
+
+    def resolve(self, observation: Observation) -> Resolution:
+        """The resolution an ending observation stands for (see the module docstring)."""
+        if observation.seen is Seen.GONE:
+            return Resolution.KILLED if observation.signalled or self.signalled else Resolution.AGENT_EXITED
+        if observation.stop_reason == "cancelled" or observation.seen is Seen.ABANDONED:
+            return Resolution.CANCELLED
+        if observation.seen is Seen.FAILED:
+            return Resolution.ERROR
+        return Resolution.COMPLETED
+
+
+_Transition = Callable[[TurnMachine, Observation, float], Step]
+
+TRANSITIONS: dict[tuple[TurnState, Seen], _Transition] = {
+    (TurnState.RUNNING, Seen.CANCEL): TurnMachine._start_cancel,
+    (TurnState.RUNNING, Seen.KILL_NOW): TurnMachine._start_cancel,
+    (TurnState.RUNNING, Seen.ANSWERED): TurnMachine._end,
+    (TurnState.RUNNING, Seen.FAILED): TurnMachine._end,
+    (TurnState.RUNNING, Seen.GONE): TurnMachine._end,
+    (TurnState.RUNNING, Seen.ABANDONED): TurnMachine._end,
+    (TurnState.CANCELLING, Seen.TICK): TurnMachine._tick,
+    (TurnState.CANCELLING, Seen.KILL_NOW): TurnMachine._kill_now,
+    (TurnState.CANCELLING, Seen.ANSWERED): TurnMachine._end,
+    (TurnState.CANCELLING, Seen.FAILED): TurnMachine._end,
+    (TurnState.CANCELLING, Seen.GONE): TurnMachine._end,
+    (TurnState.CANCELLING, Seen.ABANDONED): TurnMachine._end,
+}
+"""(state, what was seen) -> transition. Pairs not listed change nothing: a second cancel, a
+tick while running or after the end, anything after the resolution."""

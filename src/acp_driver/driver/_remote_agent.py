@@ -1,0 +1,379 @@
+"""The host side of one agent process: launch, ``initialize``, sessions, cancel scopes, shutdown.
+
+Cancel scopes and what they put on the wire:
+
+- ``request``: ``$/cancel_request`` for one of our requests in flight.
+- ``current_turn`` (``PromptTurn.cancel``, ``RemoteSession.cancel``): ``session/cancel`` with the
+  host side of the turn cancelled (pending permission requests answered ``cancelled``), then
+  the ladder until the turn resolves: ``$/cancel_request`` on the prompt, SIGTERM, SIGKILL of
+  the agent's process group.
+- ``session``: ``current_turn``, then ``session/close`` when the agent supports it.
+- ``agent``: every session's turn, then the agent is shut down (stdin closed, TERM, KILL).
+
+Every cancel is idempotent and returns a ``CancelOutcome`` (resolution, the step that resolved
+it, elapsed time). The process itself is owned by one ``aio.AgentProcess``; this module decides
+what its exit means for the connection and the turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Any
+
+from .. import __version__
+from .. import protocol as p
+from ..aio import AgentProcess, Clock, Connection, LoopClock, ProcessGroup, StderrTail, exit_description
+from ..core import AcpError, ErrorCode, LadderPolicy, RpcError, Tracer
+from ._errors import AgentExitedError, AgentStartError
+from ._results import CancelOutcome, worst
+from ._routing import AgentRequests
+from ._services import ClientServices
+from ._session import RemoteSession, Scope
+
+logger = logging.getLogger("acp_driver.driver")
+
+
+class RemoteAgent:
+    """One agent process driven over stdio. Create with ``await RemoteAgent.launch([...])``."""
+
+    def __init__(
+        self,
+        child: AgentProcess,
+        *,
+        services: ClientServices,
+        ladder_policy: LadderPolicy,
+        request_timeout: float,
+        name: str,
+        clock: Clock | None = None,
+    ) -> None:
+        self.child = child
+        self.process: ProcessGroup = child.process
+        self.connection: Connection = child.connection
+        self.stderr: StderrTail = child.stderr
+        self.services = services
+        self.ladder_policy = ladder_policy
+        self.request_timeout = request_timeout
+        self.reap_timeout = 5.0
+        self.name = name
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        """The clock the cancel ladder runs on (inject a fake one to test it without waiting)."""
+        self.sessions: dict[str, RemoteSession] = {}
+        self.info: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
+        self.auth_methods: list[dict[str, Any]] = []
+        self.protocol_version: int | None = None
+        self.signalled = False
+        """The host signalled the agent's group (ladder, ``kill``, shutdown escalation)."""
+        self.on_ladder_step: Any = None
+        """``f(turn, rung)`` called as each ladder step is taken (progress display)."""
+        self._background: set[asyncio.Task[Any]] = set()
+        self._stdout_eof = asyncio.Event()
+        self._finalizing: asyncio.Task[None] | None = None
+        self._exit_reason: str | None = None
+        self._requests = AgentRequests(self)
+        conn = self.connection
+        conn.on_peer_gone = self._on_peer_gone
+        conn.closed_error = self._exited_error
+        child.on_exit(self._on_exit)
+
+    # ------------------------------------------------------------------ launch
+
+    @classmethod
+    async def launch(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        services: ClientServices | None = None,
+        ladder: LadderPolicy | None = None,
+        request_timeout: float = 30.0,
+        init_timeout: float = 30.0,
+        name: str | None = None,
+        tracer: Tracer | None = None,
+        clock: Clock | None = None,
+    ) -> RemoteAgent:
+        """Spawn ``argv`` in its own process group and complete ``initialize``.
+
+        ``tracer(direction, message)`` sees every message on the wire (``"in"``/``"out"``);
+        ``clock`` is what the cancel ladder's deadlines run on (the event loop's by default).
+        """
+        if not argv:
+            raise AgentStartError("empty agent command")
+        label = name or os.path.basename(argv[0])
+        connection = Connection(name=label, tracer=tracer)
+        try:
+            child = await AgentProcess.spawn(argv, connection, cwd=cwd, env=env, stderr=StderrTail(label))
+        except OSError as exc:
+            what = exc.strerror or str(exc)
+            if exc.filename is not None and str(exc.filename) != argv[0]:
+                what += f": {exc.filename}"  # e.g. the cwd does not exist
+            raise AgentStartError(f"cannot start agent {argv[0]!r}: {what}") from exc
+        agent = cls(
+            child,
+            services=services or ClientServices(),
+            ladder_policy=ladder or LadderPolicy(),
+            request_timeout=request_timeout,
+            name=label,
+            clock=clock,
+        )
+        try:
+            await agent._initialize(init_timeout)
+        except BaseException as exc:
+            await agent.aclose()
+            if isinstance(exc, AgentStartError):
+                raise
+            if isinstance(exc, (AcpError, OSError, TimeoutError)):
+                raise AgentStartError(f"agent {label!r} failed to initialize: {exc}") from exc
+            raise
+        return agent
+
+    async def _initialize(self, timeout: float) -> None:
+        params = {
+            "protocolVersion": p.PROTOCOL_VERSION,
+            "clientCapabilities": self.services.capabilities(),
+            "clientInfo": {"name": "acp-driver", "title": "acp-driver", "version": __version__},
+        }
+        response = await self.connection.request(p.INITIALIZE, params, timeout=timeout)
+        if not isinstance(response, dict):
+            raise AgentStartError(f"invalid initialize response: {response!r}")
+        version = response.get("protocolVersion")
+        if version != p.PROTOCOL_VERSION:
+            raise AgentStartError(
+                f"agent speaks ACP protocol version {version!r}; acp-driver supports {p.PROTOCOL_VERSION}"
+            )
+        self.protocol_version = version
+        caps = response.get("agentCapabilities")
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        info = response.get("agentInfo")
+        self.info = info if isinstance(info, dict) else {}
+        methods = response.get("authMethods")
+        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+
+    def supports(self, feature: str) -> bool:
+        """``load``, ``list``, ``resume``, ``close``: advertised by the agent?"""
+        caps = self.capabilities
+        if feature == "load":
+            return bool(caps.get("loadSession"))
+        session_caps = caps.get("sessionCapabilities")
+        return isinstance(session_caps, dict) and session_caps.get(feature) is not None
+
+    # ------------------------------------------------------------------ requests to the agent
+
+    def request(self, method: str, params: Any, *, timeout: float | None = None) -> Awaitable[Any]:
+        """A request to the agent: ``await agent.request(method, params)``.
+
+        Raises ``AgentExitedError`` (naming the exit status and last stderr lines) if the agent
+        is gone, ``RequestTimeoutError`` after ``timeout`` (default ``request_timeout``).
+        """
+        # A future, not a coroutine: no frame and no task per request in flight.
+        return self.connection.request_nowait(
+            method, params, timeout=self.request_timeout if timeout is None else timeout
+        )
+
+    def cancel_request(self, request_id: Any) -> bool:
+        """Scope ``request``: send ``$/cancel_request`` for one of our requests in flight."""
+        return self.connection.cancel_request(request_id)
+
+    async def authenticate(self, method_id: str) -> dict[str, Any]:
+        result = await self.request(p.AUTHENTICATE, {"methodId": method_id})
+        return result if isinstance(result, dict) else {}
+
+    async def new_session(
+        self,
+        cwd: str | os.PathLike[str],
+        *,
+        mcp_servers: Sequence[dict[str, Any]] = (),
+        additional_directories: Sequence[str] = (),
+    ) -> RemoteSession:
+        cwd = os.path.abspath(cwd)
+        params: dict[str, Any] = {"cwd": cwd, "mcpServers": list(mcp_servers)}
+        if additional_directories:
+            params["additionalDirectories"] = [os.path.abspath(d) for d in additional_directories]
+        response = await self.request(p.SESSION_NEW, params)
+        sid = response.get("sessionId") if isinstance(response, dict) else None
+        if not isinstance(sid, str):
+            raise RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/new response: {response!r}")
+        return self._add_session(sid, cwd, response, params.get("additionalDirectories", []))
+
+    async def load_session(
+        self, session_id: str, cwd: str | os.PathLike[str], *, mcp_servers: Sequence[dict[str, Any]] = ()
+    ) -> RemoteSession:
+        """Load a session (history is replayed as updates, kept in ``session_updates``/listeners)."""
+        if not self.supports("load"):
+            raise AcpError("the agent does not advertise loadSession")
+        cwd = os.path.abspath(cwd)
+        session = self._add_session(session_id, cwd, {}, [])
+        try:
+            response = await self.request(
+                p.SESSION_LOAD, {"sessionId": session_id, "cwd": cwd, "mcpServers": list(mcp_servers)}
+            )
+        except BaseException:
+            self.sessions.pop(session_id, None)
+            raise
+        session.response = response if isinstance(response, dict) else {}
+        return session
+
+    async def resume_session(self, session_id: str, cwd: str | os.PathLike[str]) -> RemoteSession:
+        if not self.supports("resume"):
+            raise AcpError("the agent does not advertise session resume")
+        cwd = os.path.abspath(cwd)
+        response = await self.request(
+            p.SESSION_RESUME, {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        )
+        return self._add_session(session_id, cwd, response if isinstance(response, dict) else {}, [])
+
+    async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
+        if not self.supports("list"):
+            raise AcpError("the agent does not advertise session listing")
+        result = await self.request(p.SESSION_LIST, {"cwd": cwd} if cwd else {})
+        sessions = result.get("sessions") if isinstance(result, dict) else None
+        return sessions if isinstance(sessions, list) else []
+
+    def _add_session(
+        self, sid: str, cwd: str, response: dict[str, Any], extra_roots: Sequence[str]
+    ) -> RemoteSession:
+        session = RemoteSession(self, sid, cwd, response)
+        session.roots.extend(extra_roots)
+        self.sessions[sid] = session
+        self._requests.replay_unknown(session)
+        return session
+
+    # ------------------------------------------------------------------ cancel and shutdown
+
+    async def cancel(self, scope: Scope = "agent", *, request_id: Any = None) -> CancelOutcome:
+        """Cancel with a scope: ``request`` (needs ``request_id``) or ``agent`` (everything, then shut down)."""
+        started = self.clock.now()
+        if scope == "request":
+            sent = self.cancel_request(request_id)
+            return CancelOutcome("request", None, "cancel_request" if sent else "finished", 0.0)
+        if scope != "agent":
+            raise ValueError("use session.cancel() for scopes 'current_turn' and 'session'")
+        turns = [s.current_turn for s in self.sessions.values() if s.current_turn is not None]
+        outcomes = await asyncio.gather(*(t.cancel() for t in turns))
+        await self.shutdown()
+        steps = tuple(step for o in outcomes for step in o.steps)
+        by = outcomes[-1].resolved_by if outcomes else "idle"
+        resolution = worst([o.resolution for o in outcomes])
+        return CancelOutcome("agent", resolution, by, self.clock.now() - started, None, (*steps, "shutdown"))
+
+    async def shutdown(self, grace: float = 2.0) -> int:
+        """Close stdin, wait up to ``grace`` for the agent to exit, then TERM/KILL its group.
+
+        Returns the exit status. Every request still pending fails; no process of the group is left.
+        """
+        conn = self.connection
+        if not conn.closed:
+            await conn.aclose("host shut the agent down")
+        if self.process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(grace):
+                    await self.process.wait()
+        code = await self.child.reap()
+        await self._finalize(f"agent {exit_description(code)}")
+        return code
+
+    async def aclose(self) -> None:
+        await self.shutdown(grace=1.0)
+
+    async def kill(self) -> int:
+        """SIGKILL the agent's whole group now; returns the exit status."""
+        self.signalled = True
+        self.child.kill()
+        code = await self.child.reap(term_timeout=0)
+        await self._finalize(f"agent {exit_description(code)}")
+        return code
+
+    async def __aenter__(self) -> RemoteAgent:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    # ------------------------------------------------------------------ process events
+
+    def _on_peer_gone(self, how: str) -> None:
+        if how == "eof":
+            self._stdout_eof.set()
+        self.spawn(self._after_peer_gone(how), f"agent {how}")
+
+    async def _after_peer_gone(self, how: str) -> None:
+        # Usually the agent is exiting; if it keeps running without stdin/stdout, it is useless.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.5):
+                await self.process.wait()
+        if self.process.returncode is None:
+            what = "closed its stdout" if how == "eof" else "stopped reading its stdin"
+            logger.warning("%s %s but keeps running; terminating its group", self.name, what)
+            code = await self.child.reap(term_timeout=1.0)
+            await self._finalize(f"agent {what} ({exit_description(code)} after SIGTERM)")
+        else:
+            await self._finalize(f"agent {exit_description(self.process.returncode)}")
+
+    def _on_exit(self, code: int) -> None:
+        self.spawn(self._after_exit(code), "agent exit")
+
+    async def _after_exit(self, code: int) -> None:
+        # Read what the agent wrote before it died; a grandchild holding stdout must not stall us.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(0.3):
+                await self._stdout_eof.wait()
+        if not self._stdout_eof.is_set() and self.process.group_alive():
+            logger.info("%s exited but its group holds stdout; killing the group", self.name)
+            self.child.kill()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._stdout_eof.wait()
+        self.process.kill_stragglers()
+        await self._finalize(f"agent {exit_description(code)}")
+
+    async def _finalize(self, reason: str) -> None:
+        if self._finalizing is None:
+            self._exit_reason = f"{reason}; {self.stderr.describe()}"
+            self._finalizing = asyncio.get_running_loop().create_task(self._do_finalize(self._exit_reason))
+        await asyncio.shield(self._finalizing)
+
+    async def _do_finalize(self, reason: str) -> None:
+        await self.connection.aclose(reason)
+        if self.process.returncode is None:
+            await self.child.reap()
+        else:
+            self.process.kill_stragglers()
+        terminals = self.services.terminals
+        if terminals is not None:
+            # Only this agent's terminals: one ClientServices may serve several agents.
+            for session in list(self.sessions.values()):
+                with contextlib.suppress(Exception):
+                    await terminals.release_owner(session)
+        self.child.close_stderr()
+        for task in list(self._background):
+            if task is not asyncio.current_task() and task is not self._finalizing:
+                task.cancel()
+
+    def _exited_error(self, message: str) -> AgentExitedError:
+        return AgentExitedError(self._exit_reason or message)
+
+    def closed_error(self) -> AgentExitedError:
+        """The error for a call made after the agent is gone (names its exit and stderr)."""
+        reason = self._exit_reason or self.connection.close_reason or "connection closed"
+        return AgentExitedError(reason)
+
+    def spawn(self, coro: Any, what: str) -> asyncio.Task[Any]:
+        """Run ``coro`` as a background task of this agent (cancelled when it is finalized)."""
+        task = asyncio.get_running_loop().create_task(coro, name=f"{self.name}: {what}")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+
+async def launch(argv: Sequence[str], **options: Any) -> RemoteAgent:
+    """Spawn an ACP agent and initialize it: ``agent = await launch(["my-agent", "--acp"])``."""
+    return await RemoteAgent.launch(argv, **options)

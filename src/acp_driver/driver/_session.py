@@ -1,0 +1,167 @@
+"""A session on the agent, host side: its turns, and which turn each update belongs to.
+
+Turn fencing (``deliver``): an update is the running turn's only while that turn's
+``session/prompt`` is still unanswered *at that point of the input* -- the connection resolves
+request futures in event order while it dispatches a chunk, so ``Connection.awaiting`` is exact
+even when the update and the response arrive in one read. Updates after the response, or that
+name a tool call or message of the previous turn, are peer violations: counted, kept on the turn
+they name (``late_updates``), never attributed to the next turn. Session-wide updates (commands,
+mode, config, title, usage) belong to no turn and are accepted at any time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from .. import protocol as p
+from ..core import AcpError
+from ._results import CancelOutcome
+from ._turn import PromptTurn
+from ._updates import Update
+
+if TYPE_CHECKING:
+    from ._remote_agent import RemoteAgent
+
+logger = logging.getLogger("acp_driver.driver")
+
+Scope = Literal["request", "current_turn", "session", "agent"]
+
+
+class RemoteSession:
+    """A session on the agent."""
+
+    def __init__(self, agent: RemoteAgent, session_id: str, cwd: str, response: dict[str, Any]) -> None:
+        self.agent = agent
+        self.id = session_id
+        self.cwd = cwd
+        self.roots: list[str] = [cwd]
+        """Directories the agent may touch through the host's fs and terminal services."""
+        self.response = response
+        self.modes: dict[str, Any] | None = (
+            response.get("modes") if isinstance(response.get("modes"), dict) else None
+        )
+        self.config_options: list[Any] | None = (
+            response.get("configOptions") if isinstance(response.get("configOptions"), list) else None
+        )
+        self.current_turn: PromptTurn | None = None
+        self.last_turn: PromptTurn | None = None
+        self.closed = False
+        self.title: str | None = None
+        self.session_updates: collections.deque[Update] = collections.deque(maxlen=256)
+        """Recent session-wide updates (commands, mode, config, title, usage)."""
+        self.late_updates = 0
+        """Turn updates that arrived when no turn was running (peer violations)."""
+        self.listeners: list[Any] = []
+        """Callables ``f(update)`` called for every update of this session (turn or not)."""
+
+    def prompt(self, prompt: str | Sequence[dict[str, Any]]) -> PromptTurn:
+        """Start a prompt turn. Iterate the result for updates; await it for the ``TurnResult``."""
+        if self.closed:
+            raise AcpError(f"session {self.id} is closed")
+        if self.current_turn is not None:
+            raise AcpError(f"session {self.id} already has a turn running")
+        if not self.agent.connection.is_open:
+            raise self.agent.closed_error()
+        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
+        turn = PromptTurn(self, blocks)
+        self.current_turn = turn
+        return turn
+
+    async def cancel(self, scope: Scope = "current_turn") -> CancelOutcome:
+        """Cancel the running turn (``current_turn``), or the turn then the session (``session``)."""
+        clock = self.agent.clock
+        started = clock.now()
+        if scope not in ("current_turn", "session"):
+            raise ValueError("a session cancels with scope 'current_turn' or 'session'")
+        turn = self.current_turn
+        if turn is not None:
+            outcome = await turn.cancel()
+        else:
+            outcome = CancelOutcome(scope, None, "idle", 0.0)
+        if scope == "session":
+            await self.close()
+            outcome = CancelOutcome(
+                "session",
+                outcome.resolution,
+                outcome.resolved_by,
+                clock.now() - started,
+                outcome.stop_reason,
+                (*outcome.steps, "close"),
+            )
+        return outcome
+
+    async def close(self) -> None:
+        """Close the session (``session/close`` when the agent supports it)."""
+        if self.closed:
+            return
+        self.closed = True
+        agent = self.agent
+        if agent.supports("close") and agent.connection.is_open:
+            with contextlib.suppress(AcpError, asyncio.TimeoutError):
+                await agent.connection.request(
+                    p.SESSION_CLOSE, {"sessionId": self.id}, timeout=agent.request_timeout
+                )
+        if agent.services.terminals is not None:
+            await agent.services.terminals.release_owner(self)
+        agent.sessions.pop(self.id, None)
+
+    async def set_mode(self, mode_id: str) -> dict[str, Any]:
+        result = await self.agent.request(p.SESSION_SET_MODE, {"sessionId": self.id, "modeId": mode_id})
+        if self.modes is not None:
+            self.modes["currentModeId"] = mode_id
+        return result if isinstance(result, dict) else {}
+
+    async def set_config_option(self, config_id: str, value: Any) -> dict[str, Any]:
+        result = await self.agent.request(
+            p.SESSION_SET_CONFIG_OPTION, {"sessionId": self.id, "configId": config_id, "value": value}
+        )
+        if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
+            self.config_options = result["configOptions"]
+        return result if isinstance(result, dict) else {}
+
+    def deliver(self, update: Update) -> None:
+        """An update for this session: to the listeners, then to its turn (see the module docstring)."""
+        for listener in self.listeners:
+            try:
+                listener(update)
+            except Exception:
+                logger.exception("session listener failed")
+        turn = self.current_turn
+        if not update.turn_scoped:
+            self.session_updates.append(update)
+            if update.kind == "session_info_update":
+                title = update.raw.get("title")
+                if isinstance(title, str):
+                    self.title = title
+            elif update.kind == "current_mode_update" and self.modes is not None:
+                self.modes["currentModeId"] = update.raw.get("currentModeId")
+            if turn is not None:
+                turn.accept(update)
+            return
+        last = self.last_turn
+        late_of: PromptTurn | None = None
+        if turn is None or turn.request_id is None:
+            late_of = last  # no turn running, or its prompt is not even sent yet
+        elif not self.agent.connection.awaiting(turn.request_id):
+            late_of = turn  # its prompt was answered (in this same read): the turn is over
+        elif last is not None and last.owns(update) and not turn.owns(update):
+            late_of = last  # names a tool call or message of the finished turn
+        else:
+            turn.accept(update)
+            return
+        self.late_updates += 1
+        if late_of is not None:
+            late_of.late_updates.append(update)
+        logger.warning(
+            "session %s: %s arrived after its turn's response (peer violation); not attributed",
+            self.id,
+            update.kind,
+        )
+
+    def __repr__(self) -> str:
+        return f"RemoteSession({self.id!r})"

@@ -1,0 +1,330 @@
+"""A prompt turn on the host side: its updates, its result, and the execution of its cancel.
+
+Every decision about the turn's cancellation -- which ladder step is due, when the next one
+is, how the turn resolved -- is made by the pure ``core.TurnMachine``. A ``PromptTurn`` feeds it
+what it observes (the cancel, the kill, the prompt's answer or the agent's exit, and ticks of
+the injected clock at the deadlines the machine asks for) and carries out the steps it returns:
+
+- ``session_cancel``: the host side first -- spec (prompt-turn.mdx): "The Client MUST respond
+  to all pending ``session/request_permission`` requests with the ``cancelled`` outcome" --
+  then ``session/cancel`` to the agent; the turn's other agent requests are cancelled, its
+  terminals killed, its unfinished tool calls marked cancelled (spec SHOULD);
+- ``cancel_request``: ``$/cancel_request`` for the ``session/prompt``;
+- ``terminate``/``kill``: SIGTERM/SIGKILL to the agent's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Generator
+from typing import TYPE_CHECKING, Any
+
+from .. import protocol as p
+from ..aio import Timer
+from ..core import (
+    AcpError,
+    CancelLadder,
+    ConnectionClosedError,
+    ErrorCode,
+    LocalProtocolError,
+    Observation,
+    RequestCancelledError,
+    Resolution,
+    RpcError,
+    Rung,
+    Seen,
+    TurnMachine,
+)
+from ._errors import AgentExitedError
+from ._results import CancelOutcome, ToolCallState, TurnResult, outcome_from_ladder
+from ._updates import ToolCall as ToolCallView
+from ._updates import ToolCallUpdate as ToolCallUpdateView
+from ._updates import Update
+
+if TYPE_CHECKING:
+    from ._session import RemoteSession
+
+logger = logging.getLogger("acp_driver.driver")
+
+
+class PromptTurn:
+    """One running prompt turn. Iterate it for updates; await it for the ``TurnResult``."""
+
+    def __init__(self, session: RemoteSession, prompt: list[dict[str, Any]]) -> None:
+        self.session = session
+        self.agent = agent = session.agent
+        self.prompt = prompt
+        self._clock = agent.clock
+        self.started_at = self._clock.now()
+        self.request_id: Any = None
+        self.tool_calls: dict[str, ToolCallState] = {}
+        self.plan: list[dict[str, Any]] = []
+        self.late_updates: list[Update] = []
+        """Updates that arrived after this turn's response (a peer violation; reported here)."""
+        self.result: TurnResult | None = None
+        self._machine = TurnMachine(agent.ladder_policy, exit_wait=agent.reap_timeout)
+        self._timer: Timer | None = None
+        self._buffer: collections.deque[Update] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._done = asyncio.Event()
+        self._message_ids: set[str] = set()
+        self.incoming: dict[Any, tuple[str, asyncio.Task[Any]]] = {}
+        """The agent's requests being served as work of this turn: id -> (method, task)."""
+        self._release_task: asyncio.Task[Any] | None = None
+        answer = self._send_prompt()
+        self._task = asyncio.get_running_loop().create_task(self._run(answer), name=f"prompt {session.id}")
+
+    # ------------------------------------------------------------------ consuming
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.result.stop_reason if self.result else None
+
+    @property
+    def cancel_requested(self) -> bool:
+        """The host asked to cancel this turn (or to kill it)."""
+        return self._machine.cancel_requested
+
+    @property
+    def ladder(self) -> CancelLadder | None:
+        return self._machine.ladder
+
+    def __aiter__(self) -> AsyncIterator[Update]:
+        return self
+
+    async def __anext__(self) -> Update:
+        while True:
+            if self._buffer:
+                return self._buffer.popleft()
+            if self.result is not None:
+                raise StopAsyncIteration
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+
+    def __await__(self) -> Generator[Any, None, TurnResult]:
+        return self.wait().__await__()
+
+    async def wait(self) -> TurnResult:
+        """Wait for the turn to end (updates stay available to iterate)."""
+        await self._done.wait()
+        assert self.result is not None
+        return self.result
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # ------------------------------------------------------------------ updates in
+
+    def accept(self, update: Update) -> None:
+        """An update of this turn (the session decided it belongs here)."""
+        if isinstance(update, (ToolCallView, ToolCallUpdateView)):
+            self._track_tool_call(update)
+        elif update.kind == "plan":
+            entries = update.raw.get("entries")
+            self.plan = entries if isinstance(entries, list) else []
+        elif update.kind == "agent_message_chunk":
+            mid = update.raw.get("messageId")
+            if isinstance(mid, str):
+                self._message_ids.add(mid)
+        self._buffer.append(update)
+        if self._waiter is not None:
+            self._wake()
+
+    def _track_tool_call(self, update: ToolCallView | ToolCallUpdateView) -> None:
+        tid = update.tool_call_id
+        state = self.tool_calls.get(tid)
+        if state is None:
+            state = self.tool_calls[tid] = ToolCallState(tid)
+        raw = update.raw
+        if "title" in raw:
+            state.title = update.title
+        if "kind" in raw:
+            state.kind = update.tool_kind
+        if "status" in raw:
+            state.status = update.status
+        state.updates += 1
+
+    def owns(self, update: Update) -> bool:
+        """Whether ``update`` names a tool call or message of this turn."""
+        raw = update.raw
+        tid = raw.get("toolCallId")
+        if isinstance(tid, str) and tid in self.tool_calls:
+            return True
+        mid = raw.get("messageId")
+        return isinstance(mid, str) and mid in self._message_ids
+
+    # ------------------------------------------------------------------ the prompt
+
+    def _send_prompt(self) -> asyncio.Future[Any] | RpcError:
+        # Queued at once, before anything else of the turn (a cancel right after the prompt
+        # must reach the agent after it). A prompt that cannot be encoded fails the turn.
+        params = {"sessionId": self.session.id, "prompt": self.prompt}
+        try:
+            return self.agent.connection.request_nowait(p.SESSION_PROMPT, params, on_sent=self._sent)
+        except (TypeError, ValueError, LocalProtocolError) as exc:
+            return RpcError.invalid_params(f"the prompt cannot be sent: {exc}")
+
+    async def _run(self, answer: asyncio.Future[Any] | RpcError) -> None:
+        if isinstance(answer, RpcError):
+            self._observe(Observation(Seen.FAILED), None, answer)
+            return
+        try:
+            response = await answer
+        except RequestCancelledError as exc:
+            # -32800 on the prompt: the agent stopped the turn.
+            self._observe(Observation(Seen.FAILED, stop_reason="cancelled"), "cancelled", exc)
+        except ConnectionClosedError as exc:
+            self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, exc)
+        except RpcError as exc:
+            self._observe(Observation(Seen.FAILED), None, exc)
+        except asyncio.CancelledError:
+            abandoned = RequestCancelledError("turn abandoned by the host")
+            self._observe(Observation(Seen.ABANDONED), None, abandoned)
+            raise
+        else:
+            stop_reason = response.get("stopReason") if isinstance(response, dict) else None
+            if stop_reason in p.STOP_REASONS:
+                self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
+            else:
+                error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
+                self._observe(Observation(Seen.FAILED), None, error)
+
+    def _sent(self, rid: Any) -> None:
+        self.request_id = rid
+
+    # ------------------------------------------------------------------ the machine
+
+    def _observe(
+        self, observation: Observation, stop_reason: str | None = None, error: RpcError | None = None
+    ) -> None:
+        """Tell the machine what was seen; carry out what it says."""
+        if self.result is not None:
+            return
+        now = self._clock.now()
+        step = self._machine.observe(observation, now)
+        for rung in step.actions:
+            self._take(rung)
+        if step.resolution is not None:
+            self._finish(stop_reason, step.resolution, error, now)
+        elif step.deadline is not None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = self._clock.call_at(step.deadline, self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._observe(Observation(Seen.TICK), None, AgentExitedError("agent killed; no exit seen in time"))
+
+    def _take(self, rung: Rung) -> None:
+        on_step = self.agent.on_ladder_step
+        if on_step is not None:
+            try:
+                on_step(self, rung)
+            except Exception:
+                logger.exception("on_ladder_step callback failed")
+        agent = self.agent
+        conn = agent.connection
+        if rung is Rung.SESSION_CANCEL:
+            self._cancel_host_side()
+            if conn.is_open:
+                # Never wait for the pipe here: an agent that stopped reading must not stall the ladder.
+                with contextlib.suppress(AcpError):
+                    conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": self.session.id})
+        elif rung is Rung.CANCEL_REQUEST:
+            if self.request_id is not None:
+                conn.cancel_request(self.request_id)
+        elif rung is Rung.TERMINATE:
+            logger.warning("turn of %s ignored the cancel; SIGTERM to the agent's group", self.session.id)
+            agent.signalled = True
+            agent.process.terminate()
+        elif rung is Rung.KILL:
+            logger.warning("turn of %s still unresolved; SIGKILL to the agent's group", self.session.id)
+            agent.signalled = True
+            agent.process.kill()
+
+    def _cancel_host_side(self) -> None:
+        """Spec: answer pending permission requests ``cancelled``; stop what the turn started here."""
+        for tool in self.tool_calls.values():
+            if not tool.finished:
+                tool.cancelled = True
+        # Each permission request of the turn is a task here; cancelled by the turn, it answers
+        # {"outcome": "cancelled"} at once (see ``_routing``).
+        for _method, task in list(self.incoming.values()):
+            task.cancel("turn cancelled")
+        terminals = self.agent.services.terminals
+        if terminals is not None:
+            self._release_terminals(terminals)
+
+    def _finish(
+        self, stop_reason: str | None, resolution: Resolution, error: RpcError | None, now: float
+    ) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        ladder = self._machine.ladder
+        self.result = TurnResult(
+            stop_reason=stop_reason,
+            resolution=resolution,
+            elapsed=now - self.started_at,
+            error=error,
+            cancel=outcome_from_ladder("current_turn", ladder, stop_reason) if ladder else None,
+        )
+        session = self.session
+        if session.current_turn is self:
+            session.current_turn = None
+        session.last_turn = self
+        self._done.set()
+        self._wake()
+        # Agent requests still open for this turn end with it.
+        for _method, task in list(self.incoming.values()):
+            task.cancel("turn ended")
+        # A cancelled or killed turn's terminals die with it; after a normal end they stay the
+        # agent's to release (it may use them in a later turn).
+        terminals = self.agent.services.terminals
+        if terminals is not None and (self.cancel_requested or resolution is not Resolution.COMPLETED):
+            self._release_terminals(terminals)
+
+    def _release_terminals(self, terminals: Any) -> None:
+        if self._release_task is None:
+            self._release_task = self.agent.spawn(
+                terminals.release_owner(self), "release terminals of the turn"
+            )
+
+    # ------------------------------------------------------------------ cancel
+
+    async def cancel(self) -> CancelOutcome:
+        """Cancel this turn (scope ``current_turn``): idempotent; returns when it resolved."""
+        if self.result is not None and self._machine.ladder is None:
+            return CancelOutcome(
+                "current_turn", self.result.resolution, "finished", 0.0, self.result.stop_reason
+            )
+        self._observe(Observation(Seen.CANCEL))
+        await self._done.wait()
+        if self._release_task is not None:
+            # The turn's terminals are dead when cancel() returns (bounded: never hang here).
+            with contextlib.suppress(Exception):
+                await asyncio.wait({self._release_task}, timeout=self.agent.reap_timeout)
+        result = self.result
+        ladder = self._machine.ladder
+        assert result is not None
+        assert ladder is not None
+        return outcome_from_ladder("current_turn", ladder, result.stop_reason)
+
+    def kill(self) -> None:
+        """Skip the rest of the ladder: SIGKILL the agent's group now (e.g. a second Ctrl-C)."""
+        self._observe(Observation(Seen.KILL_NOW))
+
+    def __repr__(self) -> str:
+        return f"PromptTurn(session={self.session.id!r}, request={self.request_id!r}, done={self.done})"
