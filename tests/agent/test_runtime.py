@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -63,6 +64,10 @@ class Client:
         assert found, f"no response to {method}"
         return found[-1]
 
+    async def wait_for_sent(self, method: str) -> None:
+        while not any(d == "out" and m.get("method") == method for _, d, m in self.lines):
+            await asyncio.sleep(0.005)
+
     async def wait_for(self, method: str, count: int = 1) -> None:
         while len(self.received(method)) < count:
             await asyncio.sleep(0.005)
@@ -104,14 +109,19 @@ async def test_cancelled_turn_answers_cancelled_whatever_the_handler_does(tricky
 
 
 async def test_swallowed_cancel_is_fenced_after_the_response(tricky: Client) -> None:
+    # The handler swallows the cancel; the runtime answers "cancelled" for it after its
+    # cancel_timeout and fences the turn. The handler then tries an update and a request: both
+    # are refused (TurnEndedError), nothing of the turn reaches the wire after its response.
     turn = tricky.prompt("swallow")
     await tricky.wait_for("session/update")
     tricky.cancel()
-    await turn
+    assert await turn == {"stopReason": "cancelled"}
     answered_at, _ = tricky.response_to("session/prompt")
-    await asyncio.sleep(6)  # the handler tries to send an update ~5 s later
-    late = [m for t, m in tricky.received("session/update") if t > answered_at]
-    assert late == []
+    await tricky.wait_for("_tricky/fenced")
+    [(_, note)] = tricky.received("_tricky/fenced")
+    assert note["params"] == {"ended": True, "update": "refused", "request": "refused"}
+    assert [m for t, m in tricky.received("session/update") if t > answered_at] == []
+    assert tricky.received("_test/after_fence") == []
 
 
 async def test_handler_error_without_cancel_is_passed_through(tricky: Client) -> None:
@@ -174,11 +184,28 @@ async def test_no_update_after_the_response_for_a_streaming_turn(tricky: Client)
 
 
 async def test_cancel_request_on_the_prompt_answers_cancelled(reference: Client) -> None:
-    ids: list[Any] = []
-    params = {"sessionId": reference.session_id, "prompt": [{"type": "text", "text": "/sleep 30000"}]}
-    turn = asyncio.ensure_future(reference.conn.request("session/prompt", params, on_sent=ids.append))
-    await asyncio.sleep(0.2)
-    reference.conn.cancel_request(ids[0])
+    prompt = [{"type": "text", "text": "started\n/sleep 30000"}]
+    turn = reference.conn.request_nowait(
+        "session/prompt", {"sessionId": reference.session_id, "prompt": prompt}
+    )
+    await reference.wait_for("session/update")  # the turn is running
+    reference.conn.cancel_request(turn.rid)  # type: ignore[attr-defined]
+    assert await turn == {"stopReason": "cancelled"}
+
+
+async def test_cancel_request_in_the_same_read_as_the_prompt_answers_cancelled(reference: Client) -> None:
+    # The agent is stopped while both are written, so it reads them together: its handler for
+    # the prompt has not started when the cancel is read.
+    assert reference.process is not None
+    os.kill(reference.process.pid, signal.SIGSTOP)
+    try:
+        params = {"sessionId": reference.session_id, "prompt": [{"type": "text", "text": "/sleep 30000"}]}
+        turn = reference.conn.request_nowait("session/prompt", params)
+        reference.conn.cancel_request(turn.rid)  # type: ignore[attr-defined]
+        await asyncio.sleep(0)  # the end of this iteration writes the cancel
+        await reference.wait_for_sent("$/cancel_request")
+    finally:
+        os.kill(reference.process.pid, signal.SIGCONT)
     assert await turn == {"stopReason": "cancelled"}
 
 

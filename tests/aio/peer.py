@@ -11,7 +11,9 @@ Methods:
 - ``partial {ms}`` -> sleeps; when cancelled returns ``{"partial": true}``;
 - ``fail`` -> raises ``ValueError`` (with a secret in its text that must not leak);
 - ``rpc_error`` -> raises ``RpcError(-32001, "custom", {"x": 1})``;
-- ``call_back {method, params}`` -> makes that request back to the caller, returns its result;
+- ``call_back {method, params, detached}`` -> makes that request back to the caller, returns its
+  result; ``detached``: from a task of its own that the handler does not cancel (only the
+  connection's cascade can);
 - ``ignore_cancel {ms}`` -> sleeps; swallows one cancellation, sleeps ~0.3 s more, returns "done";
 - ``flood {n}`` -> sends notifications ``note {"seq": 0..n-1}`` back, returns ``{"sent": n}``;
 - ``stats`` -> what this side saw (see ``stats`` below).
@@ -96,7 +98,10 @@ class Peer:
         raise RpcError(-32001, "custom", {"x": 1})
 
     async def call_back(self, params: Any) -> Any:
-        return await self.conn.request(params["method"], params.get("params"))
+        request = self.conn.request(params["method"], params.get("params"))
+        if params.get("detached"):
+            return await asyncio.shield(asyncio.ensure_future(request))
+        return await request
 
     async def ignore_cancel(self, params: Any) -> Any:
         try:

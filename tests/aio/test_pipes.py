@@ -346,7 +346,10 @@ async def test_cancel_before_the_handler_started_is_still_answered(peer: Harness
         assert [v.kind for v in peer.violations] == [Violation.UNKNOWN_RESPONSE_ID]
 
 
-async def test_cascade_cancel_reaches_the_nested_request(peer: Harness) -> None:
+@pytest.mark.parametrize("detached", [False, True], ids=["awaited", "detached"])
+async def test_cascade_cancel_reaches_the_nested_request(peer: Harness, detached: bool) -> None:
+    # "detached": the peer's handler makes the nested request from a task it does not cancel,
+    # so only the connection's cascade (children of a cancelled request) can reach it.
     started = asyncio.Event()
     ours: dict[str, Any] = {}
 
@@ -362,7 +365,8 @@ async def test_cascade_cancel_reaches_the_nested_request(peer: Harness) -> None:
 
     peer.conn.on_request("slow", slow)
     async with asyncio.timeout(LONG):
-        outer = asyncio.create_task(peer.conn.request("call_back", {"method": "slow", "params": {"k": 1}}))
+        call = {"method": "slow", "params": {"k": 1}, "detached": detached}
+        outer = asyncio.create_task(peer.conn.request("call_back", call))
         await started.wait()
         assert ours["params"] == {"k": 1}
         outer_id = peer.last_request_id("call_back")

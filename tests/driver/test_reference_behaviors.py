@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from acp_driver.core import AcpError
@@ -397,9 +398,15 @@ async def test_cancel_answers_pending_permission(tmp_path: Path) -> None:
         raise AssertionError("unreachable")
 
     services = ClientServices(permission=never_decides)
+    wire: list[tuple[str, dict[str, Any]]] = []
     async with (
         asyncio.timeout(60),
-        running(reference("polite"), services=services, ladder=LadderPolicy(budget=BUDGET)) as agent,
+        running(
+            reference("polite"),
+            services=services,
+            ladder=LadderPolicy(budget=BUDGET),
+            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
+        ) as agent,
     ):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("/permission")
@@ -413,6 +420,12 @@ async def test_cancel_answers_pending_permission(tmp_path: Path) -> None:
         assert outcome.resolution is Resolution.CANCELLED
         assert outcome.resolved_by == "session_cancel"
         assert dialog_closed.is_set()
+        # Spec MUST: the pending permission request was answered with the "cancelled" outcome.
+        [asked_id] = [
+            m["id"] for d, m in wire if d == "in" and m.get("method") == "session/request_permission"
+        ]
+        [answer] = [m for d, m in wire if d == "out" and m.get("id") == asked_id and "method" not in m]
+        assert answer == {"jsonrpc": "2.0", "id": asked_id, "result": {"outcome": {"outcome": "cancelled"}}}
         [tool] = turn.tool_calls.values()
         assert tool.kind == "edit"
         assert tool.cancelled  # not finished when the turn was cancelled

@@ -30,7 +30,7 @@ from typing import Any
 from .. import protocol as p
 from ..aio import Connection, current_request
 from ..core import ErrorCode, RpcError
-from ._turn import Session, Turn, TurnEndedError
+from ._turn import Session, Turn
 
 logger = logging.getLogger("acp_driver.agent")
 
@@ -142,7 +142,7 @@ class AgentRuntime:
         agent = self.agent
         conn.on_request(p.INITIALIZE, self._initialize)
         conn.on_request(p.SESSION_NEW, self._new_session)
-        conn.on_request(p.SESSION_PROMPT, self._prompt)
+        conn.on_request(p.SESSION_PROMPT, self._prompt, on_cancel=self._prompt_cancel_request)
         conn.on_notification(p.SESSION_CANCEL, self._session_cancel)
         optional: list[tuple[str, str, Callable[[Any], Awaitable[Any]]]] = [
             ("load_session", p.SESSION_LOAD, self._load_session),
@@ -306,6 +306,9 @@ class AgentRuntime:
         loop = asyncio.get_running_loop()
         task = loop.create_task(self._run_turn(turn), name=f"turn {session.id}")
         turn.task = task
+        if ctx is not None and ctx.cancel_requested and self.connection.honours_cancel_request:
+            # $/cancel_request came in the same read as the prompt, before this handler ran.
+            turn.cancel("$/cancel_request")
         cancelled = loop.create_task(turn._cancel_event.wait())
         try:
             try:
@@ -315,10 +318,11 @@ class AgentRuntime:
                 if not task.done():
                     turn.cancel("$/cancel_request" if self.connection.is_open else "connection closing")
             if turn.cancel_requested:
-                result = self._cancelled_answer(turn, await self._unwind(turn))
-            else:
-                result = task.result()
-            return result
+                await self._unwind(turn)
+                # Spec (prompt-turn.mdx): "Agents MUST catch these errors and return the
+                # semantically meaningful cancelled stop reason" -- whatever the handler did.
+                return self._cancelled_answer(turn)
+            return task.result()
         finally:
             cancelled.cancel()
             if session.turn is turn:
@@ -326,26 +330,11 @@ class AgentRuntime:
             turn._end()
 
     async def _run_turn(self, turn: Turn) -> Any:
-        try:
-            outcome = await self.agent.prompt(turn)
-        except asyncio.CancelledError:
-            if turn.cancel_requested:
-                return CANCELLED
-            raise
-        except TurnEndedError:
-            return CANCELLED
-        except Exception:
-            if turn.cancel_requested:
-                logger.debug(
-                    "turn of %s raised while cancelled; answering cancelled", turn.session.id, exc_info=True
-                )
-                return CANCELLED
-            raise
-        if turn.cancel_requested:
-            return CANCELLED
-        return _stop_reason(outcome)
+        return _stop_reason(await self.agent.prompt(turn))
 
-    async def _unwind(self, turn: Turn) -> Any:
+    async def _unwind(self, turn: Turn) -> None:
+        """Give a cancelled turn's task ``cancel_timeout`` to end; what it ends with does not
+        matter any more (the answer is ``cancelled``). A task still running then is fenced."""
         task = turn.task
         assert task is not None
         timeout = self.cancel_timeout if self.connection.is_open else min(self.cancel_timeout, 0.3)
@@ -357,23 +346,30 @@ class AgentRuntime:
                 timeout,
             )
             turn.ended = True
-            return CANCELLED
-        if task.cancelled():
-            return CANCELLED
-        exc = task.exception()
-        if exc is not None:
-            if turn.cancel_requested:
-                return CANCELLED
-            raise exc
-        return task.result()
+        elif not task.cancelled() and task.exception() is not None:
+            logger.debug(
+                "turn of %s raised while cancelled; answering cancelled",
+                turn.session.id,
+                exc_info=task.exception(),
+            )
 
-    def _cancelled_answer(self, turn: Turn, result: Any) -> Any:
+    def _cancelled_answer(self, turn: Turn) -> Any:
         faults = self.faults
         if faults.error_on_cancel:
             raise RpcError(ErrorCode.INTERNAL_ERROR, "Operation aborted", {"reason": turn.cancel_reason})
         if faults.stop_reason_on_cancel is not None:
             return {"stopReason": faults.stop_reason_on_cancel}
         return CANCELLED
+
+    def _prompt_cancel_request(self, request_id: Any) -> None:
+        """``$/cancel_request`` naming a ``session/prompt``: cancel its turn, which then answers
+        ``{"stopReason": "cancelled"}`` like after ``session/cancel`` (one behaviour for clients).
+        A prompt whose handler has not started yet sees the cancel when it starts."""
+        for session in self.sessions.values():
+            turn = session.turn
+            if turn is not None and turn.request_id == request_id:
+                turn.cancel("$/cancel_request")
+                return
 
     async def _session_cancel(self, params: Any) -> None:
         # A coroutine on purpose: the connection starts it as a task, after the task of a

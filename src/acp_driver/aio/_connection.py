@@ -103,6 +103,7 @@ class Connection(Serving, Requesting):
         self._fallback: Callable[[str, Any], Awaitable[Any]] | None = None
         self._tasks: dict[RequestId, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self._cancel_hooks: dict[str, Callable[[RequestId], None]] = {}
         # requesting
         self._waiters: dict[RequestId, PendingRequest] = {}
         self._deadlines: Deadlines[PendingRequest] | None = None
@@ -153,6 +154,11 @@ class Connection(Serving, Requesting):
     @property
     def is_open(self) -> bool:
         return self.state is State.OPEN
+
+    @property
+    def honours_cancel_request(self) -> bool:
+        """Whether ``$/cancel_request`` from the peer is acted on (a test fault may turn it off)."""
+        return self._honour_cancel_request
 
     def _serving_open(self) -> bool:
         return self.state is State.OPEN

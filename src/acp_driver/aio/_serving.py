@@ -57,6 +57,7 @@ class Serving:
     _fallback: Callable[[str, Any], Awaitable[Any]] | None
     _tasks: dict[RequestId, asyncio.Task[None]]
     _background: set[asyncio.Task[Any]]
+    _cancel_hooks: dict[str, Callable[[RequestId], None]]
 
     if TYPE_CHECKING:  # provided by the requesting side and by the connection
 
@@ -67,16 +68,30 @@ class Serving:
     # ------------------------------------------------------------------ registry
 
     def on_request(
-        self, method: str, handler: RequestHandler | Callable[[Any], Any], *, timeout: float | None = None
+        self,
+        method: str,
+        handler: RequestHandler | Callable[[Any], Any],
+        *,
+        timeout: float | None = None,
+        on_cancel: Callable[[RequestId], None] | None = None,
     ) -> None:
         """Serve ``method`` with ``handler``; ``timeout`` cancels it internally (answer -32800).
 
         An ``async def`` handler runs in a task of its own (so ``$/cancel_request`` can cancel
         it). A plain ``def`` handler is answered inline, as soon as its request is read, with no
         task: for trivial methods (there is nothing to cancel in work that never waits).
+
+        ``on_cancel(request_id)``, if given, is called for a ``$/cancel_request`` naming a request
+        of this method *instead of* cancelling its task: for handlers that answer a cancel with a
+        result of their own (the handler sees ``current_request().cancel_requested`` too, for a
+        cancel that arrived before it started).
         """
         inline = timeout is None and not inspect.iscoroutinefunction(handler)
         self._requests[method] = (handler, timeout, inline)
+        if on_cancel is not None:
+            self._cancel_hooks[method] = on_cancel
+        else:
+            self._cancel_hooks.pop(method, None)
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle the notification ``method``. Unknown notifications are ignored (debug log)."""
@@ -243,8 +258,21 @@ class Serving:
             logger.debug("%s: not honouring $/cancel_request for %r", self.name, event.id)
             return
         task = self._tasks.get(event.id)
-        if task is not None:
-            task.cancel("$/cancel_request")
+        if task is None:
+            return
+        if self._cancel_hooks:
+            entry = self._core.incoming.get(event.id)
+            hook = self._cancel_hooks.get(entry.method) if entry is not None else None
+            if hook is not None:
+                try:
+                    hook(event.id)
+                except Exception:
+                    logger.exception(
+                        "%s: cancel hook for %r failed; cancelling its task", self.name, event.id
+                    )
+                    task.cancel("$/cancel_request")
+                return
+        task.cancel("$/cancel_request")
 
     def _cascade(self, parent: InFlight) -> None:
         self.cascade_cancel(parent.id, f"parent request {parent.id!r} ({parent.method}) cancelled")

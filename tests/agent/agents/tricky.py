@@ -3,7 +3,9 @@
 The prompt text picks the behaviour:
   raise      -- raises RuntimeError once cancelled (API clients throw on abort)
   end_turn   -- catches the cancellation and returns end_turn
-  swallow    -- swallows the cancellation, keeps going, then tries to send more updates
+  swallow    -- swallows the cancellation, keeps going; once the runtime has answered for it
+                (the turn is fenced) tries an update and a request, and reports what happened
+                in a ``_tricky/fenced`` notification (not part of the turn)
   permission -- asks permission and waits (for the cascade)
   two        -- starts two client requests from a sub-task and waits (cascade of untracked children)
   stream     -- streams updates until cancelled
@@ -13,7 +15,6 @@ The prompt text picks the behaviour:
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Any
 
 from acp_driver import RpcError
@@ -39,17 +40,31 @@ class Tricky(Agent):
             except asyncio.CancelledError:
                 return "end_turn"
         if mode == "swallow":
-            for _ in range(3):
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                pass  # swallowed: keep going as if nothing happened
+            for _ in range(2000):  # the runtime answers for us after its cancel_timeout
+                if turn.ended:
+                    break
                 try:
-                    await asyncio.sleep(60)
+                    await asyncio.sleep(0.005)
                 except asyncio.CancelledError:
                     pass
-            await asyncio.sleep(5)
+            report = {"ended": turn.ended}
             try:
                 await turn.message("after the fence\n")
+                report["update"] = "sent"
             except TurnEndedError:
-                sys.stderr.write("fenced: update refused\n")
-                sys.stderr.flush()
+                report["update"] = "refused"
+            try:
+                await asyncio.wait_for(turn.request("_test/after_fence", {}), 5)
+                report["request"] = "sent"
+            except TurnEndedError:
+                report["request"] = "refused"
+            except Exception as exc:
+                report["request"] = f"sent ({type(exc).__name__})"
+            await turn.runtime.connection.notify("_tricky/fenced", report)
             return "end_turn"
         if mode == "permission":
             call = await turn.tool_call("risky", kind="edit")

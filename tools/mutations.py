@@ -1,0 +1,178 @@
+"""Mutation check: deleting the line that enforces a rule must make a (non-interop) test fail.
+
+Each entry names a rule, the code that enforces it and the tests that guard it. For each, the
+script replaces that code, runs the tests, expects a failure, and puts the code back.
+
+    python tools/mutations.py            # all
+    python tools/mutations.py fence      # entries whose name contains "fence"
+
+Exit status 1 if any mutation survived (the tests still passed).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "acp_driver"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    rule: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTATIONS = [
+    Mutation(
+        "fence-update",
+        "agent runtime: nothing of a turn is sent after its response (updates)",
+        "agent/_turn.py",
+        '        if self.ended:\n            raise TurnEndedError(f"turn of session {self.session.id} has ended; update not sent")\n',
+        "",
+        ("tests/agent/test_runtime.py::test_swallowed_cancel_is_fenced_after_the_response",),
+    ),
+    Mutation(
+        "fence-request",
+        "agent runtime: nothing of a turn is sent after its response (requests)",
+        "agent/_turn.py",
+        '        if self.ended:\n            raise TurnEndedError(f"turn of session {self.session.id} has ended; {method} not sent")\n',
+        "",
+        ("tests/agent/test_runtime.py::test_swallowed_cancel_is_fenced_after_the_response",),
+    ),
+    Mutation(
+        "agent-cancelled-stop-reason",
+        "spec MUST (prompt-turn.mdx): the agent answers a cancelled turn with stopReason cancelled",
+        "agent/_runtime.py",
+        "                return self._cancelled_answer(turn)\n",
+        "",
+        ("tests/agent/test_runtime.py",),
+    ),
+    Mutation(
+        "same-read-cancel-request",
+        "$/cancel_request on a prompt read together with it answers stopReason cancelled",
+        "agent/_runtime.py",
+        "        if ctx is not None and ctx.cancel_requested and self.connection.honours_cancel_request:",
+        "        if False:",
+        (
+            "tests/agent/test_runtime.py::test_cancel_request_in_the_same_read_as_the_prompt_answers_cancelled",
+        ),
+    ),
+    Mutation(
+        "host-permission-cancelled-on-cancel",
+        "spec MUST (prompt-turn.mdx): the client answers pending permission requests cancelled",
+        "driver/_routing.py",
+        '            if turn is not None and turn.cancel_requested and ctx is not None and not ctx.cancel_requested:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        "",
+        ("tests/driver/test_reference_behaviors.py::test_cancel_answers_pending_permission",),
+    ),
+    Mutation(
+        "host-permission-cancelled-after-cancel",
+        "spec MUST: a permission request arriving after the cancel is answered cancelled",
+        "driver/_routing.py",
+        '        # Spec: pending permission requests of a cancelled turn are answered "cancelled".\n        if turn is not None and turn.cancel_requested:\n            return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        "",
+        ("tests/driver/test_ladder_fake_time.py",),
+    ),
+    Mutation(
+        "answer-once",
+        "JSON-RPC: a request is answered at most once (the ledger refuses a second answer)",
+        "core/_ledger.py",
+        "        if entry is None:\n            stone = self._tombstones.get(id)",
+        "        if entry is None:\n            return InFlight(id, 'x')\n            stone = self._tombstones.get(id)",
+        ("tests/core", "tests/aio"),
+    ),
+    Mutation(
+        "answer-cancelled-before-start",
+        "every request gets a response: one cancelled before its handler ran still gets -32800",
+        "aio/_serving.py",
+        '        if task.cancelled():\n            # Cancelled before its first step: the handler never ran, yet it gets its answer.\n            self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled")\n',
+        "        if task.cancelled():\n            pass\n",
+        ("tests/aio",),
+    ),
+    Mutation(
+        "cancel-request-on-give-up",
+        "a caller that gives up sends $/cancel_request",
+        "aio/_requesting.py",
+        "            if self.is_open and self._core.send_cancel_request(rid):\n                self._outbox.schedule()  # ask the peer to stop\n",
+        "",
+        ("tests/aio",),
+    ),
+    Mutation(
+        "cascade",
+        "cancelling a request cancels the requests made while serving it",
+        "aio/_serving.py",
+        "        except asyncio.CancelledError:\n            self._cascade(entry)\n",
+        "        except asyncio.CancelledError:\n",
+        ("tests/aio", "tests/agent"),
+    ),
+    Mutation(
+        "no-answer-to-notification",
+        "JSON-RPC: a notification is never answered",
+        "core/_connection.py",
+        "        if rid is _MISSING:\n            if method == CANCEL_REQUEST_METHOD:",
+        "        if rid is _MISSING:\n            self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', batch, None)\n            if method == CANCEL_REQUEST_METHOD:",
+        ("tests/core", "tests/aio"),
+    ),
+    Mutation(
+        "ladder-kill",
+        "a turn whose agent ignores every cancel is ended by SIGKILL of the agent's group",
+        "driver/_turn.py",
+        "            agent.signalled = True\n            agent.process.kill()\n",
+        "            agent.signalled = True\n",
+        ("tests/driver/test_ladder_fake_time.py",),
+    ),
+    Mutation(
+        "ladder-session-cancel",
+        "the ladder starts with session/cancel",
+        "driver/_turn.py",
+        '                    conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": self.session.id})\n',
+        "                    pass\n",
+        ("tests/driver/test_ladder_fake_time.py",),
+    ),
+]
+
+
+def run(mutation: Mutation) -> bool:
+    """True if the tests caught the mutation (failed)."""
+    path = SRC / mutation.path
+    original = path.read_text()
+    if original.count(mutation.old) != 1:
+        print(f"  ?? {mutation.name}: the code to mutate was not found once in {mutation.path}")
+        return False
+    path.write_text(original.replace(mutation.old, mutation.new))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        path.write_text(original)
+    return proc.returncode != 0
+
+
+def main() -> int:
+    wanted = sys.argv[1:]
+    survived = []
+    for mutation in MUTATIONS:
+        if wanted and not any(w in mutation.name for w in wanted):
+            continue
+        caught = run(mutation)
+        print(f"{'caught  ' if caught else 'SURVIVED'} {mutation.name}: {mutation.rule}", flush=True)
+        if not caught:
+            survived.append(mutation.name)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
