@@ -1,8 +1,11 @@
-"""Looking at processes from tests: group members (from /proc) and whether a pid is alive."""
+"""Looking at processes from tests: group members (from /proc), whether a pid or a group is alive,
+and waiting (bounded) for a group to be gone."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from pathlib import Path
 
 DEAD_STATES = ("Z", "X")  # zombie, dead: exited, only waiting to be reaped
@@ -37,3 +40,29 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] not in DEAD_STATES
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether ``os.killpg(pgid, 0)`` finds the group (zombies count until they are reaped)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def wait_group_gone(pgid: int, timeout: float = 15.0, *, dying_ok: bool = True) -> None:
+    """Return once no process of group ``pgid`` is left, zombies included.
+
+    SIGKILLed members take a moment to die and orphaned ones to be reaped by init: allow
+    ``timeout``. With ``dying_ok=False`` a live (non-zombie) member fails at once: for callers
+    that already waited for the group's kill.
+    """
+    if not dying_ok:
+        live = group_members(pgid, live_only=True)
+        assert live == [], f"live members of group {pgid}: {live}"
+    deadline = time.monotonic() + timeout
+    while group_alive(pgid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process group {pgid} survives: {group_members(pgid)}")
+        await asyncio.sleep(0.05)

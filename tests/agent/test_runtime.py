@@ -17,6 +17,8 @@ import pytest
 from acp_driver import Connection, RpcError
 from acp_driver.aio import ProcessGroup
 
+from ..waiting import eventually
+
 HERE = Path(__file__).parent
 TRICKY = [sys.executable, str(HERE / "agents" / "tricky.py")]
 REFERENCE = [sys.executable, "-m", "acp_driver", "agent"]
@@ -64,13 +66,8 @@ class Client:
         assert found, f"no response to {method}"
         return found[-1]
 
-    async def wait_for_sent(self, method: str) -> None:
-        while not any(d == "out" and m.get("method") == method for _, d, m in self.lines):
-            await asyncio.sleep(0.005)
-
     async def wait_for(self, method: str, count: int = 1) -> None:
-        while len(self.received(method)) < count:
-            await asyncio.sleep(0.005)
+        await eventually(lambda: len(self.received(method)) >= count, f"{count} x {method}")
 
     async def close(self) -> None:
         await self.conn.aclose()
@@ -179,7 +176,9 @@ async def test_no_update_after_the_response_for_a_streaming_turn(tricky: Client)
     tricky.cancel()
     assert await turn == {"stopReason": "cancelled"}
     answered_at, _ = tricky.response_to("session/prompt")
-    await asyncio.sleep(0.5)
+    # One pipe keeps order: whatever the turn sent before the agent answers a later request has
+    # arrived by the time that answer has.
+    await tricky.conn.request("session/new", {"cwd": os.getcwd(), "mcpServers": []})
     assert [m for t, m in tricky.received("session/update") if t > answered_at] == []
 
 
@@ -202,8 +201,7 @@ async def test_cancel_request_in_the_same_read_as_the_prompt_answers_cancelled(r
         params = {"sessionId": reference.session_id, "prompt": [{"type": "text", "text": "/sleep 30000"}]}
         turn = reference.conn.request_nowait("session/prompt", params)
         reference.conn.cancel_request(turn.rid)  # type: ignore[attr-defined]
-        await asyncio.sleep(0)  # the end of this iteration writes the cancel
-        await reference.wait_for_sent("$/cancel_request")
+        await asyncio.sleep(0)  # the end of this loop iteration writes the cancel
     finally:
         os.kill(reference.process.pid, signal.SIGCONT)
     assert await turn == {"stopReason": "cancelled"}
@@ -212,13 +210,13 @@ async def test_cancel_request_in_the_same_read_as_the_prompt_answers_cancelled(r
 async def test_idle_cancel_does_not_poison_the_next_turn(reference: Client) -> None:
     reference.cancel()
     reference.conn.notify_nowait("session/cancel", {"sessionId": "unknown-session"})
-    await asyncio.sleep(0.1)
+    # No wait: the pipe keeps order, so the agent reads both cancels before the prompt.
     assert await reference.prompt("hello") == {"stopReason": "end_turn"}
 
 
 async def test_second_concurrent_prompt_is_refused_and_the_first_is_untouched(reference: Client) -> None:
     first = reference.prompt("/sleep 300\nfirst done")
-    await asyncio.sleep(0.05)
+    # No wait: read in order, the first prompt's handler registers its turn before the second's runs.
     with pytest.raises(RpcError) as info:
         await reference.prompt("second")
     assert info.value.code == -32600
@@ -255,8 +253,8 @@ async def test_stdin_eof_cancels_in_flight_work_and_exits_quickly() -> None:
     try:
         async with asyncio.timeout(60):
             await c.start()
-            turn = c.prompt("/sleep 30000")
-            await asyncio.sleep(0.2)
+            turn = c.prompt("working\n/sleep 30000")
+            await c.wait_for("session/update")
             started = time.monotonic()
             c.conn.close_write()
             assert c.process is not None

@@ -12,7 +12,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,8 @@ from acp_driver import (
     RpcError,
 )
 from acp_driver.core import ProtocolViolation, Violation
+
+from ..waiting import eventually
 
 PEER = str(Path(__file__).with_name("peer.py"))
 SECRET = "secret-do-not-leak-4f2a"  # what peer.py's ``fail`` puts in its exception text
@@ -105,16 +107,6 @@ class Harness:
                 pass
             async with asyncio.timeout(LONG):
                 await self.wait_exit()
-
-
-async def eventually(predicate: Callable[[], bool], what: str) -> None:
-    """Poll ``predicate`` (state no event reports) until it holds; fail with ``what`` if it never does."""
-    try:
-        async with asyncio.timeout(LONG):
-            while not predicate():
-                await asyncio.sleep(0.01)
-    except TimeoutError:
-        pytest.fail(f"after {LONG}s: {what}")
 
 
 async def spawn_streams(h: Harness) -> None:

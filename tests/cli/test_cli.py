@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from ..procs import group_alive
+
 CLI = [sys.executable, "-m", "acp_driver"]
 AGENT = f"{sys.executable} -m acp_driver agent"
 
@@ -36,11 +38,7 @@ def json_lines(stdout: str) -> list[dict[str, Any]]:
 
 
 def group_gone(pid: int) -> bool:
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+    return not group_alive(pid)
 
 
 def test_version_and_help() -> None:

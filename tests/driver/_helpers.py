@@ -15,15 +15,16 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from acp_driver.driver import PromptTurn, RemoteAgent, Update, launch
 
-from ..procs import group_members
+from ..procs import group_alive as group_alive
 from ..procs import pid_alive as pid_alive
+from ..procs import wait_group_gone
+from ..waiting import eventually
 
 AGENTS = Path(__file__).with_name("agents")
 
@@ -36,30 +37,9 @@ def script(name: str) -> list[str]:
     return [sys.executable, str(AGENTS / f"{name}.py")]
 
 
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 async def assert_group_gone(pgid: int, *, grace: float = 5.0) -> None:
-    """No process of group ``pgid`` survives (``os.killpg(pgid, 0)`` raises ProcessLookupError).
-
-    SIGKILLed members take a moment to die and orphaned ones to be reaped by init: allow ``grace``.
-    """
-    deadline = time.monotonic() + grace
-    while group_alive(pgid):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"process group {pgid} survives: {group_members(pgid)}")
-        await asyncio.sleep(0.05)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        pass
-    else:  # pragma: no cover - the loop above makes this unreachable
-        raise AssertionError(f"process group {pgid} survives")
+    """No process of group ``pgid`` survives, zombies included (within ``grace`` seconds)."""
+    await wait_group_gone(pgid, grace)
 
 
 async def close_and_check(agent: RemoteAgent) -> None:
@@ -89,12 +69,8 @@ async def running(argv: Sequence[str], **options: Any) -> AsyncIterator[RemoteAg
             _kill_group(pgid)
 
 
-async def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
+async def wait_for(predicate: Callable[[], object], what: str, timeout: float = 15.0) -> None:
+    await eventually(predicate, what, timeout)
 
 
 async def take(turn: PromptTurn, count: int) -> list[Update]:

@@ -348,8 +348,7 @@ async def _stuck_turn(agent: RemoteAgent, tmp_path: Path) -> tuple[RemoteSession
     """A turn whose 1 MB prompt the agent never reads: the host's writes are paused."""
     session = await agent.new_session(tmp_path)
     turn = session.prompt("x" * 1_000_000)
-    await wait_for(lambda: turn.request_id is not None, "the prompt to be queued")
-    await asyncio.sleep(0.2)  # 64 KiB in the pipe, the rest in the paused transport
+    await wait_for(lambda: agent.connection.write_paused, "the pipe to fill up (the agent reads nothing)")
     return session, turn
 
 

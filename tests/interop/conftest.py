@@ -33,6 +33,8 @@ from packaging.version import InvalidVersion, Version
 
 from acp_driver.aio import Connection
 
+from ..waiting import eventually
+
 SDK_DIST = "agent-client-protocol"
 SDK_MIN = "1.0.0rc3"
 PEER_SCRIPT = Path(__file__).with_name("sdk_peer.py")
@@ -119,11 +121,10 @@ class Peer:
 
 async def wait_for(predicate: Callable[[], bool], timeout: float, what: str, peer: Peer) -> None:
     """Poll ``predicate`` until true; fail with both sides' traces after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}\n{peer.report()}")
-        await asyncio.sleep(0.01)
+    try:
+        await eventually(predicate, what, timeout)
+    except AssertionError as exc:
+        pytest.fail(f"{exc}\n{peer.report()}")
 
 
 async def _spawn(transport: str, stderr: Any) -> tuple[asyncio.subprocess.Process, Any, Any]:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import os
-import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from acp_driver.services import LocalTerminals
 
 from ..procs import group_members
 from ..procs import pid_alive as pid_alive
+from ..procs import wait_group_gone as procs_wait_group_gone
+from ..waiting import eventually
 
 
 @dataclass(eq=False)
@@ -40,27 +40,12 @@ def live_members(pgid: int) -> list[str]:
 
 
 async def wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
-    """Until ``os.killpg(pgid, 0)`` raises ``ProcessLookupError``: the group is fully gone.
-
-    Zombies count for ``killpg``; grandchildren orphaned by the group get reaped by init, which
-    may take a couple of seconds (this machine's init polls). Live members fail at once.
-    """
-    assert live_members(pgid) == [], f"live members of group {pgid}: {live_members(pgid)}"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        assert time.monotonic() < deadline, f"group {pgid} still exists: {live_members(pgid)}"
-        await asyncio.sleep(0.05)
+    """The group is fully gone; a live member fails at once (see ``procs.wait_group_gone``)."""
+    await procs_wait_group_gone(pgid, timeout, dying_ok=False)
 
 
-async def wait_for(predicate: object, timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
+async def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
+    await eventually(predicate, what, timeout)
 
 
 class RecordingTerminals(LocalTerminals):

@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,13 +26,6 @@ from acp_driver.services import LocalFileSystem
 from ._helpers import RecordingTerminals, live_members, pid_alive, wait_for, wait_group_gone
 
 AGENT = [sys.executable, "-m", "acp_driver", "agent"]
-
-
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    path = tmp_path / "work"
-    path.mkdir()
-    return Path(os.path.realpath(path))
 
 
 @contextlib.asynccontextmanager
@@ -77,30 +69,30 @@ async def say(session: RemoteSession, prompt: str) -> tuple[str, Any]:
 # ---------------------------------------------------------------------- files
 
 
-async def test_read_and_write_inside_the_cwd(work):
-    (work / "hello.txt").write_text("hello from the host ✓\nsecond line\n")
+async def test_read_and_write_inside_the_cwd(root):
+    (root / "hello.txt").write_text("hello from the host ✓\nsecond line\n")
     async with running(services()) as agent:
-        session = await agent.new_session(work)
-        text, result = await say(session, f"/read {work}/hello.txt")
+        session = await agent.new_session(root)
+        text, result = await say(session, f"/read {root}/hello.txt")
         assert result.stop_reason == "end_turn"
         assert text == "hello from the host ✓\nsecond line\n"
 
-        text, result = await say(session, f"/write {work}/sub/new.txt written by the agent")
-        assert text == f"wrote {work}/sub/new.txt\n"
-        assert (work / "sub" / "new.txt").read_text() == "written by the agent"
+        text, result = await say(session, f"/write {root}/sub/new.txt written by the agent")
+        assert text == f"wrote {root}/sub/new.txt\n"
+        assert (root / "sub" / "new.txt").read_text() == "written by the agent"
 
 
-async def test_reads_and_writes_outside_the_roots_are_refused(work, tmp_path):
+async def test_reads_and_writes_outside_the_roots_are_refused(root, tmp_path):
     (tmp_path / "secret.txt").write_text("secret\n")
-    (work / "link").symlink_to(tmp_path / "secret.txt")
+    (root / "link").symlink_to(tmp_path / "secret.txt")
     async with running(services()) as agent:
-        session = await agent.new_session(work)
+        session = await agent.new_session(root)
         text, result = await say(session, f"/read {tmp_path}/secret.txt")
         assert result.stop_reason == "end_turn"
         assert text == (
-            f"error: /read: path {tmp_path}/secret.txt is outside the session's roots ({work}) (code -32602)\n"
+            f"error: /read: path {tmp_path}/secret.txt is outside the session's roots ({root}) (code -32602)\n"
         )
-        text, _ = await say(session, f"/read {work}/link")
+        text, _ = await say(session, f"/read {root}/link")
         assert "resolves to" in text
         assert "outside the session's roots" in text
         assert "secret\n" not in text
@@ -109,56 +101,56 @@ async def test_reads_and_writes_outside_the_roots_are_refused(work, tmp_path):
         assert text.endswith("is under /proc, which is never served (code -32602)\n")
         text, _ = await say(session, "/read relative.txt")
         assert "is relative; ACP paths must be absolute (code -32602)" in text
-        text, _ = await say(session, f"/read {work}/missing.txt")
-        assert text == f"error: /read: file not found: {work}/missing.txt (code -32002)\n"
-        text, _ = await say(session, f"/write {work}/../pwned.txt x")
+        text, _ = await say(session, f"/read {root}/missing.txt")
+        assert text == f"error: /read: file not found: {root}/missing.txt (code -32002)\n"
+        text, _ = await say(session, f"/write {root}/../pwned.txt x")
         assert "outside the session's roots" in text
         assert not (tmp_path / "pwned.txt").exists()
 
 
-async def test_additional_directories_are_roots(work, tmp_path):
+async def test_additional_directories_are_roots(root, tmp_path):
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "f.txt").write_text("extra root\n")
     async with running(services()) as agent:
         try:
-            session = await agent.new_session(work, additional_directories=[str(extra)])
+            session = await agent.new_session(root, additional_directories=[str(extra)])
         except Exception as exc:  # the agent may not accept additionalDirectories
             pytest.skip(f"agent refused additionalDirectories: {exc}")
         text, _ = await say(session, f"/read {extra}/f.txt")
         assert text == "extra root\n"
 
 
-async def test_capabilities_follow_the_services(work):
-    (work / "f.txt").write_text("x\n")
+async def test_capabilities_follow_the_services(root):
+    (root / "f.txt").write_text("x\n")
     assert services(fs=LocalFileSystem(read=False), terminals=None).capabilities() == {
         "fs": {"readTextFile": False, "writeTextFile": True},
         "terminal": False,
     }
     async with running(services(fs=LocalFileSystem(read=False), terminals=None)) as agent:
-        session = await agent.new_session(work)
-        text, _ = await say(session, f"/read {work}/f.txt")
+        session = await agent.new_session(root)
+        text, _ = await say(session, f"/read {root}/f.txt")
         assert text == "error: /read: the client does not support fs/read_text_file\n"
         text, _ = await say(session, "/terminal echo hi")
         assert text == "error: /terminal: the client does not support terminal/create\n"
-        text, _ = await say(session, f"/write {work}/f.txt still writable")
-        assert text == f"wrote {work}/f.txt\n"
-        assert (work / "f.txt").read_text() == "still writable"
+        text, _ = await say(session, f"/write {root}/f.txt still writable")
+        assert text == f"wrote {root}/f.txt\n"
+        assert (root / "f.txt").read_text() == "still writable"
     async with running(ClientServices()) as agent:
-        session = await agent.new_session(work)
-        text, _ = await say(session, f"/write {work}/f.txt nope")
+        session = await agent.new_session(root)
+        text, _ = await say(session, f"/write {root}/f.txt nope")
         assert text == "error: /write: the client does not support fs/write_text_file\n"
 
 
 # ---------------------------------------------------------------------- terminals
 
 
-async def test_terminal_output_and_exit_status(work):
+async def test_terminal_output_and_exit_status(root):
     async with running(services()) as agent:
-        session = await agent.new_session(work)
+        session = await agent.new_session(root)
         text, result = await say(session, '/terminal sh -c "echo out; echo err >&2; pwd; exit 4"')
         assert result.stop_reason == "end_turn"
-        assert text == f"out\nerr\n{work}\nexit status: 4\n"
+        assert text == f"out\nerr\n{root}\nexit status: 4\n"
         text, _ = await say(session, '/terminal sh -c "kill -USR1 $$"')
         assert text == "exit status: signal SIGUSR1\n"
         text, _ = await say(session, "/terminal no-such-program-xyz")
@@ -168,13 +160,13 @@ async def test_terminal_output_and_exit_status(work):
         assert agent.services.terminals.terminals == {}  # type: ignore[union-attr]
 
 
-async def test_cancelled_turn_kills_its_terminal(work):
+async def test_cancelled_turn_kills_its_terminal(root):
     terminals = RecordingTerminals(kill_grace=0.5)
     async with running(services(terminals=terminals)) as agent:
-        session = await agent.new_session(work)
+        session = await agent.new_session(root)
         async with asyncio.timeout(30):
             turn = session.prompt('/terminal sh -c "sleep 60 & echo $$ > pidfile; wait"')
-            pidfile = work / "pidfile"
+            pidfile = root / "pidfile"
             await wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="pidfile")
             pid = int(pidfile.read_text())
             assert pid_alive(pid)
@@ -191,16 +183,16 @@ async def test_cancelled_turn_kills_its_terminal(work):
         assert text == "still here\nexit status: 0\n"
 
 
-async def test_aclose_leaves_no_process(work):
+async def test_aclose_leaves_no_process(root):
     terminals = RecordingTerminals(kill_grace=0.5)
     svc = services(terminals=terminals)
     async with asyncio.timeout(30):
         agent = await launch(AGENT, services=svc)
     agent_pgid = agent.process.pgid
     try:
-        session = await agent.new_session(work)
+        session = await agent.new_session(root)
         turn = session.prompt('/terminal sh -c "sleep 60 & echo $$ > pidfile; exec sleep 60"')
-        pidfile = work / "pidfile"
+        pidfile = root / "pidfile"
         async with asyncio.timeout(30):
             await wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="pidfile")
         pid = int(pidfile.read_text())
@@ -222,7 +214,7 @@ async def test_aclose_leaves_no_process(work):
 # ---------------------------------------------------------------------- permission
 
 
-async def test_cancel_while_the_permission_policy_waits(work):
+async def test_cancel_while_the_permission_policy_waits(root):
     entered = asyncio.Event()
     seen: list[str] = []
 
@@ -236,7 +228,7 @@ async def test_cancel_while_the_permission_policy_waits(work):
         return None  # pragma: no cover
 
     async with running(services(permission=forever)) as agent:
-        session = await agent.new_session(work)
+        session = await agent.new_session(root)
         async with asyncio.timeout(30):
             turn = session.prompt("/permission")
             await entered.wait()

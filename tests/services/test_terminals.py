@@ -296,7 +296,8 @@ async def test_kill_escalates_to_sigkill(session):
 async def test_wait_for_exit_returns_when_killed_elsewhere(terminals, session):
     tid = await terminals.create(session, session, params("sleep", "60"))
     waiter = asyncio.create_task(terminals.wait_for_exit(session, tid))
-    await asyncio.sleep(0.05)
+    for _ in range(5):  # let the waiter get to its wait
+        await asyncio.sleep(0)
     assert not waiter.done()
     await terminals.kill(session, tid)
     async with asyncio.timeout(30):
@@ -306,7 +307,8 @@ async def test_wait_for_exit_returns_when_killed_elsewhere(terminals, session):
 async def test_cancelling_wait_for_exit_leaves_the_terminal_alone(terminals, session):
     tid = await terminals.create(session, session, params("sleep", "60"))
     waiter = asyncio.create_task(terminals.wait_for_exit(session, tid))
-    await asyncio.sleep(0.05)
+    for _ in range(5):  # let the waiter get to its wait
+        await asyncio.sleep(0)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter

@@ -249,6 +249,11 @@ class Connection(Serving, Requesting):
     def writable(self) -> bool:
         return self._outbox.writable
 
+    @property
+    def write_paused(self) -> bool:
+        """The transport's buffer is full (backpressure); it resumes when the peer reads."""
+        return self._outbox.paused
+
     # ------------------------------------------------------------------ reports
 
     def _on_quiet(self, event: Quiet) -> None:
