@@ -24,7 +24,7 @@ It reports to the host on ``REPORT_FD``, one ASCII line per event:
     the supervisor could not set itself up (``prctl``); nothing was started
 ``x STATUS``
     the child exited (``waitpid`` status). MODE ``kill`` (agents): the rest of the tree was
-    killed first, and the supervisor exits right after. MODE ``linger`` (terminals): reported at
+    killed first (or ``REPORT_WITHIN`` seconds passed), and the supervisor exits once it is. MODE ``linger`` (terminals): reported at
     once; what the child left running stays until the host asks, or until it all ended.
 
 Signals it obeys: SIGTERM, SIGHUP, SIGINT (and the host's death): SIGTERM to the child's group,
@@ -51,6 +51,9 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GRACE = 0.5
 """Seconds between SIGTERM to the child's group and SIGKILL to everything on a stop request."""
+REPORT_WITHIN = 2.0
+"""Seconds after the child's exit by which it is reported even if killing the rest is not done
+(a process in uninterruptible sleep dies only when it wakes up)."""
 
 _STOP = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGINT)
 _HANDLED = {_signal.SIGCHLD, _signal.SIGUSR1, *_STOP}
@@ -176,6 +179,7 @@ def main(args: list[str]) -> None:
     me = os.getpid()
     status: int | None = None
     reported = False
+    exited = 0.0
     kill_at: float | None = None
     while True:
         while True:
@@ -187,6 +191,7 @@ def main(args: list[str]) -> None:
                 break
             if pid == leader:
                 status = code
+                exited = time.monotonic()
                 if mode == "linger" and kill_at is None:
                     _send(report, b"x %d\n" % status)
                     reported = True
@@ -194,6 +199,9 @@ def main(args: list[str]) -> None:
                     kill_at = time.monotonic()  # kill the rest, then report
         if pid < 0:
             break  # no child left
+        if status is not None and not reported and time.monotonic() >= exited + REPORT_WITHIN:
+            _send(report, b"x %d\n" % status)
+            reported = True
         if kill_at is not None and time.monotonic() >= kill_at:
             _kill_children(me)
             timeout = 0.05
