@@ -196,3 +196,18 @@ async def test_the_host_process_is_left_as_it_was():
     assert not direct.supervised
     assert await direct.wait() == 0
     assert await direct.reap() == 0
+
+
+async def test_aspawn_starts_and_fails_like_spawn(tmp_path):
+    process = await ProcessGroup.aspawn([sys.executable, "-c", "import os; print(os.getpid())"])
+    assert process.supervised
+    assert process.popen.stdout is not None
+    assert int(process.popen.stdout.read()) == process.pid
+    assert await process.reap() == 0
+    with pytest.raises(FileNotFoundError) as caught:
+        await ProcessGroup.aspawn(["no-such-program-xyz"])
+    assert caught.value.filename == "no-such-program-xyz"
+    script_path = tmp_path / "not-executable"
+    script_path.write_text("#!/bin/sh\n")
+    with pytest.raises(PermissionError):
+        await ProcessGroup.aspawn([str(script_path)])

@@ -128,6 +128,48 @@ class ProcessGroup:
         return cls(popen)
 
     @classmethod
+    async def aspawn(
+        cls,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: int | None = subprocess.PIPE,
+        stdout: int | None = subprocess.PIPE,
+        stderr: int | None = subprocess.PIPE,
+        pass_fds: Sequence[int] = (),
+        supervise: bool | None = None,
+        linger: bool = False,
+    ) -> ProcessGroup:
+        """``spawn`` that awaits the supervisor's start instead of blocking the event loop.
+
+        Cancelled while the supervisor starts, it stops the supervisor (which ends the child).
+        """
+        if supervise is None:
+            supervise = cls.supervise_default
+        if supervise and supervision_available():
+            popen, report_r = cls._start_supervisor(argv, cwd, env, stdin, stdout, stderr, pass_fds, linger)
+            try:
+                first = await _await_first_report(report_r)
+            except BaseException:
+                _abandon(popen, report_r)
+                raise
+            try:
+                return cls._from_report(popen, report_r, first, argv)
+            except SupervisorUnavailableError as exc:
+                logger.warning("cannot supervise %r (%s); starting it directly", argv[0], exc)
+        return cls.spawn(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            pass_fds=pass_fds,
+            supervise=False,
+        )
+
+    @classmethod
     def _spawn_supervised(
         cls,
         argv: Sequence[str],
@@ -139,6 +181,30 @@ class ProcessGroup:
         pass_fds: Sequence[int],
         linger: bool,
     ) -> ProcessGroup:
+        popen, report_r = cls._start_supervisor(argv, cwd, env, stdin, stdout, stderr, pass_fds, linger)
+        try:
+            first = _read_first_report(report_r)
+        except BaseException:
+            os.close(report_r)
+            _close_stdio(popen)
+            with contextlib.suppress(OSError):
+                popen.kill()  # the child, if it started, gets SIGKILL (its PR_SET_PDEATHSIG)
+            popen.wait()
+            raise
+        return cls._from_report(popen, report_r, first, argv)
+
+    @staticmethod
+    def _start_supervisor(
+        argv: Sequence[str],
+        cwd: str | os.PathLike[str] | None,
+        env: Mapping[str, str] | None,
+        stdin: int | None,
+        stdout: int | None,
+        stderr: int | None,
+        pass_fds: Sequence[int],
+        linger: bool,
+    ) -> tuple[subprocess.Popen[bytes], int]:
+        """Start the supervisor for ``argv``; returns it and the read end of its report pipe."""
         if not argv:
             raise ValueError("empty command")
         report_r, report_w = os.pipe()
@@ -170,20 +236,22 @@ class ProcessGroup:
             raise
         finally:
             os.close(report_w)
-        try:
-            kind, value, rest = _read_first_report(report_r)
-        except BaseException:
-            os.close(report_r)
-            _close_stdio(popen)
-            with contextlib.suppress(OSError):
-                popen.kill()
-            popen.wait()
-            raise
+        return popen, report_r
+
+    @classmethod
+    def _from_report(
+        cls,
+        popen: subprocess.Popen[bytes],
+        report_r: int,
+        first: tuple[str, int, bytes],
+        argv: Sequence[str],
+    ) -> ProcessGroup:
+        kind, value, rest = first
         if kind == "p":
             return cls(popen, child_pid=value, report_fd=report_r, report=rest)
         os.close(report_r)
         _close_stdio(popen)
-        popen.wait()
+        popen.wait()  # it exits right after such a report
         if kind == "e":
             raise OSError(value, os.strerror(value), argv[0])
         raise SupervisorUnavailableError(value, f"the supervisor cannot start: {os.strerror(value)}")
@@ -362,10 +430,7 @@ class ProcessGroup:
 
 
 def _read_first_report(fd: int) -> tuple[str, int, bytes]:
-    """The supervisor's first line (``p PID``, ``e ERRNO``, ``s ERRNO``), blocking until it comes.
-
-    Returns its kind, its number and what followed it (a child that exits at once: ``x STATUS``).
-    """
+    """The supervisor's first report, blocking until it comes (see ``_parse_first_report``)."""
     deadline = time.monotonic() + _SUPERVISOR_START_TIMEOUT
     data = b""
     while b"\n" not in data:
@@ -374,13 +439,59 @@ def _read_first_report(fd: int) -> tuple[str, int, bytes]:
             raise OSError("the supervisor did not report in time")
         chunk = os.read(fd, 256)
         if not chunk:
-            raise SupervisorUnavailableError(0, "the supervisor exited without a report")
+            break
         data += chunk
+    return _parse_first_report(data)
+
+
+async def _await_first_report(fd: int) -> tuple[str, int, bytes]:
+    """The supervisor's first report, awaited (see ``_parse_first_report``)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    data = bytearray()
+
+    def on_readable() -> None:
+        try:
+            chunk = os.read(fd, 256)
+        except BlockingIOError:
+            return
+        data.extend(chunk)
+        if (not chunk or b"\n" in data) and not done.done():
+            done.set_result(None)
+
+    os.set_blocking(fd, False)
+    loop.add_reader(fd, on_readable)
+    try:
+        async with asyncio.timeout(_SUPERVISOR_START_TIMEOUT):
+            await done
+    except TimeoutError:
+        raise OSError("the supervisor did not report in time") from None
+    finally:
+        loop.remove_reader(fd)
+    return _parse_first_report(bytes(data))
+
+
+def _parse_first_report(data: bytes) -> tuple[str, int, bytes]:
+    """The supervisor's first line: ``p PID``, ``e ERRNO`` or ``s ERRNO``.
+
+    Returns its kind, its number and what followed it (a child that exits at once: ``x STATUS``).
+    """
+    if b"\n" not in data:
+        raise SupervisorUnavailableError(0, "the supervisor exited without a report")
     line, rest = data.split(b"\n", 1)
     kind, _, value = line.decode("ascii", "replace").partition(" ")
     if kind not in ("p", "e", "s") or not value.isdigit():
         raise OSError(f"unexpected supervisor report {line!r}")
     return kind, int(value), rest
+
+
+def _abandon(popen: subprocess.Popen[bytes], report_r: int) -> None:
+    """Give up a supervisor that has not reported yet, without blocking: it ends its child."""
+    os.close(report_r)
+    _close_stdio(popen)
+    with contextlib.suppress(OSError):
+        popen.send_signal(signal.SIGTERM)  # handled once it started the child: the child's tree ends
+    threading.Thread(target=popen.wait, name=f"reap-{popen.pid}", daemon=True).start()
 
 
 def _close_stdio(popen: subprocess.Popen[bytes]) -> None:
