@@ -211,3 +211,17 @@ async def test_aspawn_starts_and_fails_like_spawn(tmp_path):
     script_path.write_text("#!/bin/sh\n")
     with pytest.raises(PermissionError):
         await ProcessGroup.aspawn([str(script_path)])
+
+
+async def test_a_supervisor_killed_by_someone_else_takes_its_agent_along(tmp_path, pidfile):
+    """SIGKILL to the supervisor: the agent gets SIGKILL too (its parent-death signal), and the
+    host sees the exit. (The tools that left the agent's group are beyond reach then: documented.)"""
+    agent, _turn = await agent_with_tools(tmp_path, pidfile)
+    try:
+        assert agent.process.supervisor_pid is not None
+        os.kill(agent.process.supervisor_pid, signal.SIGKILL)
+        async with asyncio.timeout(30):
+            assert await agent.process.wait() == -signal.SIGKILL
+        await assert_all_gone({"agent": read_pids(pidfile)["agent"]})
+    finally:
+        await agent.aclose()

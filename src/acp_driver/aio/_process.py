@@ -40,7 +40,12 @@ _TREE_TIMEOUT = 5.0
 
 def supervision_available() -> bool:
     """Whether children can run under the supervisor here (Linux, a Python interpreter, the script)."""
-    return sys.platform == "linux" and bool(sys.executable) and SUPERVISOR.is_file()
+    return (
+        sys.platform == "linux"
+        and bool(sys.executable)
+        and not getattr(sys, "frozen", False)  # a bundled app's executable is not a Python to run it
+        and SUPERVISOR.is_file()
+    )
 
 
 class SupervisorUnavailableError(OSError):
