@@ -228,3 +228,22 @@ async def test_a_supervisor_killed_by_someone_else_takes_its_agent_along(tmp_pat
         await assert_all_gone({"agent": read_pids(pidfile)["agent"]})
     finally:
         await agent.aclose()
+
+
+async def test_linger_keeps_what_the_command_left_until_reap(pidfile, monkeypatch):
+    """A terminal's command exits; its background tools run on until reap, which ends them all."""
+    monkeypatch.setenv("ACP_TEST_PIDFILE", str(pidfile))
+    command = [*script("escaping_tools"), "--tools", "cmd", "--exit"]
+    process = ProcessGroup.spawn(command, stdout=subprocess.DEVNULL, stderr=None, linger=True)
+    try:
+        async with asyncio.timeout(30):
+            assert await process.wait() == 0
+        pids = read_pids(pidfile)
+        assert set(alive(pids)) == {"cmd-setsid", "cmd-daemon"}
+        assert process.group_alive()
+        async with asyncio.timeout(30):
+            assert await process.reap() == 0
+        assert alive(pids) == {}  # reap returns once the supervisor saw them die
+        assert not process.group_alive()
+    finally:
+        await process.reap()

@@ -9,7 +9,7 @@ after stdin EOF). On ``session/prompt`` it starts two tools, both ignoring SIGTE
 Each appends ``<role> <pid>`` to ``ACP_TEST_PIDFILE`` once it ignores SIGTERM. Then the agent
 sends a chunk and never answers. ``escaping_tools.py --tools PREFIX`` only starts the tools
 (roles ``PREFIX-setsid``, ``PREFIX-daemon``, and ``PREFIX`` for itself) and sleeps: a terminal
-command that does the same.
+command that does the same; with ``--exit`` after PREFIX it exits 0 once they started.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _acp
@@ -53,6 +54,11 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 if sys.argv[1:2] == ["--tools"]:
     _acp.record_pid(sys.argv[2])
     start_tools(f"{sys.argv[2]}-")
+    if sys.argv[3:4] == ["--exit"]:
+        roles = {f"{sys.argv[2]}-setsid", f"{sys.argv[2]}-daemon"}
+        while not roles <= set(Path(os.environ["ACP_TEST_PIDFILE"]).read_text().split()):
+            time.sleep(0.01)
+        sys.exit(0)
 else:
     _acp.record_pid("agent")
     stream = _acp.messages()
