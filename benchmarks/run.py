@@ -106,6 +106,7 @@ TARGETS: dict[str, tuple[str, Any]] = {
     "cancel_p50_ms": ("≤ 0.4 ms", lambda v, r, m: v <= 0.4),
     "cancel_p99_ms": ("≤ 2 ms", lambda v, r, m: v <= 2.0),
     "cold_start_ms": ("≤ 150 ms", lambda v, r, m: v <= 150),
+    "supervisor_cost_ms": ("≤ 30 ms", lambda v, r, m: v <= 30),
     "rss_host_idle_mib": ("≤ 30 MiB", lambda v, r, m: v <= 30),
     "rss_host_load_mib": ("≤ 45 MiB", lambda v, r, m: v <= 45),
     "storm_ms": (
@@ -156,6 +157,8 @@ def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
             f"6. cold start → initialize answered, ms (median of {cfg['cold']})",
             False,
         ),
+        ("cold_start_direct_ms", "cold", "6. cold start without the supervisor, ms", False),
+        ("supervisor_cost_ms", "cold", "6. supervisor cost: cold start with minus without, ms", False),
         ("rss_host_idle_mib", "rss", "7. host RSS idle (after initialize), MiB", False),
         ("rss_host_load_mib", "rss", "7. host RSS after the load, MiB", False),
         ("rss_agent_idle_mib", "rss", "7. agent RSS idle, MiB", False),

@@ -19,6 +19,8 @@ WORKLOAD_ROWS = [
     "5. session/cancel → cancelled, p50",
     "5. session/cancel → cancelled, p99",
     "6. cold start",
+    "6. cold start without the supervisor",
+    "6. supervisor cost",
     "7. host RSS idle",
     "7. host RSS after the load",
     "7. agent RSS idle",

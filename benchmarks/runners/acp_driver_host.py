@@ -28,6 +28,7 @@ from _common import (
     rss_mib,
 )
 
+from acp_driver.aio import ProcessGroup, supervision_available
 from acp_driver.core import Outcome
 from acp_driver.driver import LadderPolicy, launch
 
@@ -152,14 +153,31 @@ async def main() -> None:
     rep.results["rss_agent_load_mib"] = rss_mib(agent.process.pid)
     await agent.shutdown()
 
-    async def cold() -> dict[str, float]:
-        samples = []
-        for _ in range(cfg["cold"]):
+    async def cold_start(supervise: bool) -> float:
+        ProcessGroup.supervise_default = supervise
+        try:
             t0 = now()
             a = await launch(AGENT)
-            samples.append((now() - t0) * 1000)
-            await a.shutdown()
-        return {"cold_start_ms": median(samples)}
+            elapsed = (now() - t0) * 1000
+        finally:
+            ProcessGroup.supervise_default = True
+        assert a.process.supervised is (supervise and supervision_available())
+        await a.shutdown()
+        return elapsed
+
+    async def cold() -> dict[str, float]:
+        # Interleaved: with the supervisor (the default), then without it, same process.
+        supervised, direct = [], []
+        for _ in range(cfg["cold"]):
+            supervised.append(await cold_start(True))
+            direct.append(await cold_start(False))
+        if not supervision_available():
+            rep.notes["supervisor"] = "not available on this platform: both cold starts are direct"
+        return {
+            "cold_start_ms": median(supervised),
+            "cold_start_direct_ms": median(direct),
+            "supervisor_cost_ms": median([s - d for s, d in zip(supervised, direct, strict=True)]),
+        }
 
     async def ignored() -> dict[str, float | str]:
         budget = cfg["ignored_budget"]

@@ -5,7 +5,7 @@ from ._clock import Clock, LoopClock, Timer
 from ._connection import Connection, State
 from ._context import RequestContext, current_request
 from ._ndjson import NdjsonTransport, open_pipes, open_stdio, open_streams
-from ._process import ProcessGroup, StderrTail, drain_pipe, exit_description
+from ._process import ProcessGroup, StderrTail, drain_pipe, exit_description, supervision_available
 from ._requesting import PendingRequest
 from ._serving import NotificationHandler, RequestHandler
 from ._transport import Transport, TransportReceiver
@@ -32,4 +32,5 @@ __all__ = [
     "open_pipes",
     "open_stdio",
     "open_streams",
+    "supervision_available",
 ]

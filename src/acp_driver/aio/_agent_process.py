@@ -1,7 +1,8 @@
 """One owner of a child process that speaks a protocol on its stdin/stdout.
 
 ``AgentProcess.spawn`` is the single place where a peer process is started and tied to a
-``Connection``: the child leads its own process group (``ProcessGroup``), its stdout/stdin
+``Connection``: the child leads its own process group (``ProcessGroup``; on Linux under a
+supervisor that owns every descendant, ``setsid`` ones included), its stdout/stdin
 become the connection's NDJSON transport, its stderr is drained for ever into a bounded
 ``StderrTail`` (a child whose stderr pipe fills up blocks), its exit is watched, and ``reap``
 ends the whole group. The host driver, ``acp-driver check`` and the tests all use it.
@@ -37,9 +38,14 @@ class AgentProcess:
         env: Mapping[str, str] | None = None,
         stderr: StderrTail | None = None,
         on_stderr_eof: Callable[[], None] | None = None,
+        supervise: bool | None = None,
     ) -> AgentProcess:
-        """Start ``argv`` and attach ``connection`` to it (raises ``OSError`` if it cannot start)."""
-        process = ProcessGroup.spawn(argv, cwd=cwd, env=env)
+        """Start ``argv`` and attach ``connection`` to it (raises ``OSError`` if it cannot start).
+
+        ``supervise``: under the supervisor that owns its whole process tree (the default where
+        available, see ``ProcessGroup``); False starts it directly (its process group only).
+        """
+        process = await ProcessGroup.aspawn(argv, cwd=cwd, env=env, supervise=supervise)
         tail = stderr if stderr is not None else StderrTail(connection.name)
         child = cls(process, connection, tail)
         popen = process.popen

@@ -96,18 +96,22 @@ class RemoteAgent:
         name: str | None = None,
         tracer: Tracer | None = None,
         clock: Clock | None = None,
+        supervise: bool | None = None,
     ) -> RemoteAgent:
         """Spawn ``argv`` in its own process group and complete ``initialize``.
 
         ``tracer(direction, message)`` sees every message on the wire (``"in"``/``"out"``);
-        ``clock`` is what the cancel ladder's deadlines run on (the event loop's by default).
+        ``clock`` is what the cancel ladder's deadlines run on (the event loop's by default);
+        ``supervise=False`` opts out of the supervisor that owns the agent's whole process tree.
         """
         if not argv:
             raise AgentStartError("empty agent command")
         label = name or os.path.basename(argv[0])
         connection = Connection(name=label, tracer=tracer)
         try:
-            child = await AgentProcess.spawn(argv, connection, cwd=cwd, env=env, stderr=StderrTail(label))
+            child = await AgentProcess.spawn(
+                argv, connection, cwd=cwd, env=env, stderr=StderrTail(label), supervise=supervise
+            )
         except OSError as exc:
             what = exc.strerror or str(exc)
             if exc.filename is not None and str(exc.filename) != argv[0]:

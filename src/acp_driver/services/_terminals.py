@@ -29,8 +29,9 @@
   turn) is refused with ``-32800`` and never started. ``aclose()`` releases everything and
   refuses new terminals.
 - No orphans: every group is reaped (``ProcessGroup.reap``) and every live member SIGKILLed.
-  Processes that leave the group on purpose (``setsid``, daemons) are beyond a process group's
-  reach.
+  On Linux each command runs under the supervisor (``ProcessGroup``, ``linger=True``): processes
+  that left the group (``setsid``, daemons) are killed with it on ``kill``/``release``, and all of
+  them when the host process dies. Elsewhere those are beyond a process group's reach.
 """
 
 from __future__ import annotations
@@ -366,6 +367,7 @@ class LocalTerminals:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                linger=True,  # background processes stay until kill/release (still reaped then)
             )
         except OSError as exc:
             raise self._spawn_error(command, exc) from None
