@@ -73,7 +73,8 @@ class MemoryTransport:
         if self._closing:
             self.writes_after_close += 1
             return
-        self._loop.call_soon(self._peer.feed_messages, list(messages))
+        # A message medium: each message without the NDJSON newline.
+        self._loop.call_soon(self._peer.feed_messages, [m[:-1] for m in messages])
 
     def close_write(self) -> None:
         self.close()

@@ -46,7 +46,8 @@ class NdjsonTransport:
     # -- Transport
 
     def send(self, messages: list[bytes]) -> None:
-        self._write.write(messages[0] + b"\n" if len(messages) == 1 else b"\n".join(messages) + b"\n")
+        # Each message already ends with its newline (see ``core.Connection.messages_to_send``).
+        self._write.write(messages[0] if len(messages) == 1 else b"".join(messages))
 
     def close_write(self) -> None:
         self._write.close()

@@ -84,11 +84,11 @@ class Outbox:
             self._on_lost(exc)
 
     def send_raw(self, message: bytes) -> None:
-        """Send one message as it is, bypassing the core (after what is queued)."""
+        """Send one message's text as it is, bypassing the core (after what is queued)."""
         self.flush()
         if self.writable:
             assert self.transport is not None
-            self.transport.send([message])
+            self.transport.send([message + b"\n"])
 
     def close_write(self) -> None:
         """End our output after what is queued; the peer sees end of input."""

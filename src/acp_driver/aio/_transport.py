@@ -7,7 +7,8 @@ bodies and server-sent events) are peers under the same connection.
 
 The contract, both ways:
 
-- ``Transport.send(messages)`` writes the messages in order; it never blocks. When its buffer
+- ``Transport.send(messages)`` writes the messages in order; it never blocks. Each message
+  is its JSON text and a ``\n`` terminator (free for NDJSON; others drop the last byte). When its buffer
   fills it calls ``pause_writing`` on the connection, and ``resume_writing`` when it drains.
 - Incoming messages go to ``Connection.feed_messages`` in the order they arrived; a message the
   transport dropped for its size is reported in place as a ``core.OversizedLine``.
@@ -29,7 +30,8 @@ class Transport(Protocol):
     """A message-level, ordered, two-way channel to the peer."""
 
     def send(self, messages: list[bytes]) -> None:
-        """Write ``messages`` (encoded JSON texts, no framing), in order, without blocking."""
+        """Write ``messages`` in order, without blocking. Each is a JSON text followed by one
+        ``\n`` (NDJSON sends them as they are; a message-oriented medium drops that byte)."""
 
     def close_write(self) -> None:
         """End our output (the peer sees end of input); keep reading if the medium allows."""
