@@ -32,6 +32,14 @@ class Mutation:
 
 MUTATIONS = [
     Mutation(
+        "stdout-protected",
+        "spec MUST (transports.mdx): nothing but ACP messages on the agent's stdout",
+        "aio/_ndjson.py",
+        "    if protect_stdout:\n        sys.stdout.flush()\n        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())\n",
+        "",
+        ("tests/agent/test_runtime.py::test_a_stray_print_never_reaches_the_wire",),
+    ),
+    Mutation(
         "fence-update",
         "agent runtime: nothing of a turn is sent after its response (updates)",
         "agent/_turn.py",

@@ -121,6 +121,13 @@ async def test_swallowed_cancel_is_fenced_after_the_response(tricky: Client) -> 
     assert tricky.received("_test/after_fence") == []
 
 
+async def test_a_stray_print_never_reaches_the_wire(tricky: Client) -> None:
+    # Spec (transports.mdx): "The agent MUST NOT write anything to its stdout that is not a
+    # valid ACP message." The runtime moves fd 1 to stderr and keeps a private copy for ACP.
+    assert await tricky.prompt("print") == {"stopReason": "end_turn"}
+    assert tricky.conn.violations == 0
+
+
 async def test_handler_error_without_cancel_is_passed_through(tricky: Client) -> None:
     with pytest.raises(RpcError) as info:
         await tricky.prompt("error")

@@ -158,6 +158,8 @@ class Turn:
 
     async def update(self, update: dict[str, Any]) -> None:
         """Send one ``session/update`` of this turn (``update`` is the ``SessionUpdate`` object)."""
+        # Spec (prompt-turn.mdx): updates after session/cancel -- "it MUST ensure that it does
+        # so before responding to the session/prompt request". The fence:
         if self.ended:
             raise TurnEndedError(f"turn of session {self.session.id} has ended; update not sent")
         await self._notify(p.SESSION_UPDATE, {"sessionId": self.session.id, "update": update})
@@ -207,7 +209,7 @@ class Turn:
 
     async def request(self, method: str, params: Any) -> Any:
         """A request to the client that belongs to this turn (cancelled with it, cascaded)."""
-        if self.ended:
+        if self.ended:  # the fence (see ``update``)
             raise TurnEndedError(f"turn of session {self.session.id} has ended; {method} not sent")
         return await self.runtime.connection.request(
             method, params, cancel_grace=self.runtime.request_cancel_grace

@@ -220,6 +220,7 @@ class Serving:
             del self._tasks[entry.id]
         if task.cancelled():
             # Cancelled before its first step: the handler never ran, yet it gets its answer.
+            # Spec (cancellation.mdx), on $/cancel_request: "MUST send one of these responses".
             self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled")
         elif task.exception() is not None:
             self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")

@@ -10,6 +10,7 @@ The prompt text picks the behaviour:
   two        -- starts two client requests from a sub-task and waits (cascade of untracked children)
   stream     -- streams updates until cancelled
   error      -- raises an RpcError without any cancel
+  print      -- prints to stdout, as a careless library would (the runtime keeps it off the wire)
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ class Tricky(Agent):
                 i += 1
                 await turn.message(f"{i}\n")
                 await asyncio.sleep(0.005)
+        if mode == "print":
+            print("a stray line from some library")
+            return "end_turn"
         if mode == "error":
             raise RpcError(-32042, "custom failure", {"why": "test"})
         return "end_turn"
