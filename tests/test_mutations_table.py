@@ -1,0 +1,22 @@
+"""``tools/mutations.py`` stays runnable: every code snippet it mutates is still in the source once."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("mutations", ROOT / "tools" / "mutations.py")
+assert spec is not None and spec.loader is not None
+mutations = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mutations)
+
+
+@pytest.mark.parametrize("mutation", mutations.MUTATIONS, ids=lambda m: m.name)
+def test_the_enforcing_code_is_there_once(mutation: object) -> None:
+    source = (mutations.SRC / mutation.path).read_text()  # type: ignore[attr-defined]
+    assert source.count(mutation.old) == 1, f"{mutation.name}: update tools/mutations.py"  # type: ignore[attr-defined]
+    for test in mutation.tests:  # type: ignore[attr-defined]
+        assert (ROOT / test.split("::")[0]).exists(), test
