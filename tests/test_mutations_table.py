@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("mutations", ROOT / "tools" / "mutations.py")
-assert spec is not None and spec.loader is not None
+assert spec is not None
+assert spec.loader is not None
 mutations = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mutations)
 
