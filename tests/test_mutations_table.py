@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ spec = importlib.util.spec_from_file_location("mutations", ROOT / "tools" / "mut
 assert spec is not None
 assert spec.loader is not None
 mutations = importlib.util.module_from_spec(spec)
+sys.modules["mutations"] = mutations  # dataclasses look their module up
 spec.loader.exec_module(mutations)
 
 
