@@ -2,12 +2,13 @@
 
 from ._agent_process import AgentProcess
 from ._clock import Clock, LoopClock, Timer
-from ._connection import Connection, State
+from ._connection import Connection
 from ._context import RequestContext, current_request
 from ._ndjson import NdjsonTransport, open_pipes, open_stdio, open_streams
 from ._process import ProcessGroup, StderrTail, drain_pipe, exit_description, supervision_available
 from ._requesting import PendingRequest
 from ._serving import NotificationHandler, RequestHandler
+from ._state import State
 from ._transport import Transport, TransportReceiver
 
 __all__ = [

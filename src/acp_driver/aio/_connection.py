@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -48,22 +47,10 @@ from ._deadlines import Deadlines
 from ._outbox import Outbox
 from ._requesting import PendingRequest, Requesting
 from ._serving import HandlerSpec, NotificationHandler, Serving
+from ._state import State
 from ._transport import Transport
 
 logger = logging.getLogger("acp_driver.connection")
-
-
-class State(enum.Enum):
-    """Lifecycle of a connection."""
-
-    NEW = "new"
-    """Created; no transport attached yet."""
-    OPEN = "open"
-    """Reading and writing."""
-    CLOSING = "closing"
-    """Answering what is in flight with -32800, failing our waiters; no new work."""
-    CLOSED = "closed"
-    """Done; every request was answered or abandoned, no task is left."""
 
 
 class Connection(Serving, Requesting):
@@ -159,9 +146,6 @@ class Connection(Serving, Requesting):
     def honours_cancel_request(self) -> bool:
         """Whether ``$/cancel_request`` from the peer is acted on (a test fault may turn it off)."""
         return self._honour_cancel_request
-
-    def _serving_open(self) -> bool:
-        return self.state is State.OPEN
 
     def _not_open_error(self) -> ConnectionClosedError:
         return self.closed_error(f"connection {self.state.value}: {self.close_reason or 'not open'}")

@@ -30,6 +30,7 @@ from ..core import CancelRequest, ErrorCode, InFlight, Notification, Request, Re
 from ..core import Connection as CoreConnection
 from ._context import RequestContext, current
 from ._outbox import Outbox
+from ._state import State
 
 logger = logging.getLogger("acp_driver.connection")
 
@@ -58,12 +59,11 @@ class Serving:
     _tasks: dict[RequestId, asyncio.Task[None]]
     _background: set[asyncio.Task[Any]]
     _cancel_hooks: dict[str, Callable[[RequestId], None]]
+    state: State
 
     if TYPE_CHECKING:  # provided by the requesting side and by the connection
 
         def cascade_cancel(self, parent: RequestId, reason: str = "parent request cancelled") -> int: ...
-
-        def _serving_open(self) -> bool: ...
 
     # ------------------------------------------------------------------ registry
 
@@ -105,7 +105,7 @@ class Serving:
 
     def _on_request(self, event: Request) -> None:
         core = self._core
-        if not self._serving_open():
+        if self.state is not State.OPEN:
             if core.closed or not self._outbox.writable:
                 core.abandon_incoming(event.id)  # nothing can be sent any more
             else:
