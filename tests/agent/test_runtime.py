@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from acp_driver import Connection, RpcError
-from acp_driver.aio import ProcessGroup
+from acp_driver.aio import AgentProcess, ProcessGroup
 
 from ..waiting import eventually
 
@@ -31,6 +31,7 @@ class Client:
         self.argv = argv
         self.lines: list[tuple[float, str, dict[str, Any]]] = []
         self.conn = Connection(name="test-client", tracer=self._trace)
+        self.child: AgentProcess | None = None
         self.process: ProcessGroup | None = None
         self.session_id = ""
         self.held: list[asyncio.Event] = []
@@ -39,9 +40,8 @@ class Client:
         self.lines.append((time.monotonic(), direction, orjson.loads(line)))
 
     async def start(self) -> None:
-        self.process = ProcessGroup.spawn(self.argv, stderr=None)
-        popen = self.process.popen
-        await self.conn.open_pipes(popen.stdout, popen.stdin)
+        self.child = await AgentProcess.spawn(self.argv, self.conn)
+        self.process = self.child.process
         await self.conn.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": {"terminal": True}}
         )
@@ -71,8 +71,9 @@ class Client:
 
     async def close(self) -> None:
         await self.conn.aclose()
-        if self.process is not None:
-            await self.process.reap(term_timeout=1.0)
+        if self.child is not None:
+            await self.child.reap(term_timeout=1.0)
+            self.child.close_stderr()
 
 
 async def client(argv: list[str]) -> AsyncIterator[Client]:

@@ -1,4 +1,5 @@
-"""The host-side turn machine (``core.TurnMachine``): observations and times in, actions out.
+"""The turn machines of the core: the host side (``TurnMachine``: observations and times in,
+actions out) and the agent side (``AgentTurnMachine``).
 
 Pure: plain floats for time. Each story feeds observations in order and checks every step.
 """
@@ -8,7 +9,11 @@ from __future__ import annotations
 import pytest
 
 from acp_driver.core import (
+    AGENT_TURN_TRANSITIONS,
     TRANSITIONS,
+    AgentTurnEvent,
+    AgentTurnMachine,
+    AgentTurnState,
     LadderPolicy,
     Observation,
     Resolution,
@@ -139,3 +144,30 @@ def test_the_table_has_no_transition_out_of_resolved() -> None:
     for state in (TurnState.RUNNING, TurnState.CANCELLING):
         for seen in (Seen.ANSWERED, Seen.FAILED, Seen.GONE, Seen.ABANDONED, Seen.KILL_NOW):
             assert (state, seen) in TRANSITIONS
+
+
+# ---------------------------------------------------------------------- the agent side
+
+
+def test_agent_turn_cancel_then_end() -> None:
+    m = AgentTurnMachine()
+    assert m.state is AgentTurnState.RUNNING
+    assert not m.cancel_requested
+    assert m.feed(AgentTurnEvent.CANCEL, "session/cancel")
+    assert m.state is AgentTurnState.CANCELLING
+    assert m.cancel_reason == "session/cancel"
+    assert not m.feed(AgentTurnEvent.CANCEL, "$/cancel_request")  # the first reason stays
+    assert m.cancel_reason == "session/cancel"
+    assert m.feed(AgentTurnEvent.END)
+    assert m.ended
+    assert m.cancel_requested
+
+
+def test_agent_turn_ended_is_final() -> None:
+    m = AgentTurnMachine()
+    assert m.feed(AgentTurnEvent.END)
+    assert not m.feed(AgentTurnEvent.CANCEL, "late")  # a cancel after the answer changes nothing
+    assert not m.cancel_requested
+    assert not m.feed(AgentTurnEvent.END)
+    assert m.state is AgentTurnState.ENDED
+    assert not [key for key in AGENT_TURN_TRANSITIONS if key[0] is AgentTurnState.ENDED]

@@ -345,7 +345,7 @@ class AgentRuntime:
                 turn.session.id,
                 timeout,
             )
-            turn.ended = True
+            turn._end()  # fenced before its answer is queued
         elif not task.cancelled() and task.exception() is not None:
             logger.debug(
                 "turn of %s raised while cancelled; answering cancelled",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
-from ..core import AcpError, RpcError
+from ..core import AcpError, AgentTurnEvent, AgentTurnMachine, RpcError
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
@@ -132,14 +132,25 @@ class Turn:
         """Id of the ``session/prompt`` request this turn answers."""
         prompt = params.get("prompt")
         self.prompt: list[dict[str, Any]] = prompt if isinstance(prompt, list) else []
-        self.cancel_requested = False
-        """The client cancelled the turn (``session/cancel`` or ``$/cancel_request`` on the prompt)."""
-        self.cancel_reason: str | None = None
-        self.ended = False
+        self._state = AgentTurnMachine()
         self.task: asyncio.Task[Any] | None = None
         self._after_end: list[Callable[[], object]] = []
         self._cancel_event = asyncio.Event()
         self._notify = runtime.connection.notify
+
+    @property
+    def cancel_requested(self) -> bool:
+        """The client cancelled the turn (``session/cancel`` or ``$/cancel_request`` on the prompt)."""
+        return self._state.cancel_requested
+
+    @property
+    def cancel_reason(self) -> str | None:
+        return self._state.cancel_reason
+
+    @property
+    def ended(self) -> bool:
+        """The turn's prompt is answered: it is fenced, nothing of it can be sent any more."""
+        return self._state.ended
 
     @property
     def text(self) -> str:
@@ -293,7 +304,7 @@ class Turn:
     # ------------------------------------------------------------------ runtime side
 
     def _end(self) -> None:
-        self.ended = True
+        self._state.feed(AgentTurnEvent.END)
         if self._after_end:
             loop = asyncio.get_running_loop()
             for callback in self._after_end:
@@ -302,10 +313,8 @@ class Turn:
 
     def cancel(self, reason: str) -> None:
         """Cancel the turn (runtime use): cancel its task and every request it has pending."""
-        if self.cancel_requested or self.ended:
-            return
-        self.cancel_requested = True
-        self.cancel_reason = reason
+        if not self._state.feed(AgentTurnEvent.CANCEL, reason):
+            return  # already cancelled, or ended
         self._cancel_event.set()
         if self.task is not None and not self.task.done():
             self.task.cancel(reason)

@@ -3,6 +3,7 @@
 Imports nothing from asyncio, subprocess, os or time (a test keeps it that way).
 """
 
+from ._agent_turn import AGENT_TURN_TRANSITIONS, AgentTurnEvent, AgentTurnMachine, AgentTurnState
 from ._connection import CANCEL_REQUEST_METHOD, Connection, Received, Tracer, is_request_id
 from ._errors import (
     AcpError,
@@ -35,12 +36,16 @@ from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome, Tombstone
 from ._turn import TRANSITIONS, Observation, Seen, Step, TurnMachine, TurnState
 
 __all__ = [
+    "AGENT_TURN_TRANSITIONS",
     "CANCEL_REQUEST_METHOD",
     "DEFAULT_BUDGET",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_TOMBSTONES",
     "TRANSITIONS",
     "AcpError",
+    "AgentTurnEvent",
+    "AgentTurnMachine",
+    "AgentTurnState",
     "CancelLadder",
     "CancelRequest",
     "Connection",
