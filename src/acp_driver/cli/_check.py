@@ -48,6 +48,10 @@ commands, mode, config options, session info) do not: agents send them before an
 
 BUSY_HINT = "pass a --busy-prompt that keeps the agent busy longer"
 
+RACE_BOUND = 1.0
+"""A turn that ends by itself this soon after a cancel, with no activity in between, may have
+ended before the cancel reached it: neither compliance nor ignoring it."""
+
 # Every agent process the audit started, so that an interrupted audit can still kill them all.
 _SPAWNED: list[ProcessGroup] = []
 
@@ -446,6 +450,13 @@ async def check_cancel_request(opts: argparse.Namespace, probe: Probe) -> list[C
     if stop == "cancelled":
         evidence = f"answered stopReason 'cancelled' {_ms(elapsed)} after $/cancel_request ({when})"
         return [CheckResult(CANCEL_REQUEST_RULE, MAY, PASS, evidence, elapsed)]
+    ran_on = probe.first_activity(busy.sent) is not None
+    if not ran_on and elapsed < RACE_BOUND:
+        evidence = (
+            f"the turn ended by itself (stopReason {stop!r}) {_ms(elapsed)} after $/cancel_request with "
+            f"no activity in between: a race, not a verdict; {BUSY_HINT}"
+        )
+        return [CheckResult(CANCEL_REQUEST_RULE, MAY, SKIP, evidence, elapsed)]
     evidence = (
         f"ignored: the turn ran on to its natural end (stopReason {stop!r} {_ms(elapsed)} "
         f"after $/cancel_request; {when}){aside}"
