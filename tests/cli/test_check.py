@@ -46,7 +46,10 @@ def test_cancel_waits_for_turn_activity_not_session_updates() -> None:
 
 
 def test_busy_after_cancels_an_agent_silent_while_working() -> None:
-    _, doc = check("--busy-after", "0.3", agent=[*QUIRKY, "--silent"])
+    # A silent 2 s turn, a 10 s --timeout: only --busy-after gets the cancel out while it runs.
+    _, doc = check(
+        "--timeout", "10", "--busy-after", "0.3", agent=[*QUIRKY, "--silent", "--stream", "40", "50"]
+    )
     cancel = rule(doc, CANCEL_RULE)
     assert cancel["result"] == "pass", cancel
     assert "(--busy-after), before any turn activity" in cancel["evidence"]
