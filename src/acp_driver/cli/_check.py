@@ -99,7 +99,6 @@ class Probe:
     async def start(self) -> None:
         self.process = ProcessGroup.spawn(self.argv, cwd=self.cwd)
         _SPAWNED.append(self.process)
-        self.process.on_exit(lambda code: self.peer_gone.set())
         conn = self.conn = Connection(name="audit", tracer=self._trace, close_timeout=0.3)
         conn.on_peer_gone = lambda how: self.peer_gone.set()
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self._permission)
@@ -133,6 +132,14 @@ class Probe:
             status = exit_description(self.process.returncode)
         return f"the agent closed its output ({status}; {self.stderr.describe(3)})"
 
+    async def gone_reason_after_exit(self) -> str:
+        """``gone_reason`` once the process had a moment to exit (its output closes first)."""
+        if self.process is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await self.process.wait()
+        return self.gone_reason()
+
     async def until_gone(self, awaitable: Awaitable[Any]) -> Any:
         """Await ``awaitable``, or raise ``AgentGone`` as soon as the agent's process is gone."""
         work = asyncio.ensure_future(awaitable)
@@ -146,7 +153,7 @@ class Probe:
                 with contextlib.suppress(BaseException):
                     await work
         if not work.done() or work.cancelled():
-            raise AgentGone(self.gone_reason())
+            raise AgentGone(await self.gone_reason_after_exit())
         return work.result()
 
     async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
@@ -319,7 +326,7 @@ async def _wait_busy(
         kind, value = await _outcome(probe, task, 0)
         return f"the turn ended ({_describe(kind, value)}) {_ms(time.monotonic() - started)} after the prompt, before the cancel could be sent; {BUSY_HINT}"
     if probe.peer_gone.is_set():
-        raise AgentGone(probe.gone_reason())
+        raise AgentGone(await probe.gone_reason_after_exit())
     first = probe.first_activity(started)
     reason = "activity" if first is not None else ("busy-after" if opts.busy_after is not None else "bound")
     return Busy(time.monotonic(), started, first, reason)
@@ -338,7 +345,7 @@ async def _outcome(probe: Probe, task: asyncio.Task[Any], timeout: float) -> tup
             # The answer may still be in the pipe: give the reader a moment to deliver it.
             await asyncio.wait({task}, timeout=0.2)
             if not task.done():
-                return "gone", probe.gone_reason()
+                return "gone", await probe.gone_reason_after_exit()
         else:
             return "timeout", None
     exc = task.exception()
@@ -422,9 +429,10 @@ async def check_cancel_request(opts: argparse.Namespace, probe: Probe) -> list[C
     sid = await probe.ready()
     task, ids, started = await _start_prompt(probe, opts.busy_prompt)
     busy = await _wait_busy(opts, probe, task, started)
-    if isinstance(busy, str) or not ids:
-        return [CheckResult(CANCEL_REQUEST_RULE, MAY, SKIP, str(busy))]
+    if isinstance(busy, str):
+        return [CheckResult(CANCEL_REQUEST_RULE, MAY, SKIP, busy)]
     assert probe.conn is not None
+    assert ids, "on_sent runs when the request is queued"
     probe.conn.cancel_request(ids[0])
     kind, value = await _outcome(probe, task, opts.timeout)
     elapsed = time.monotonic() - busy.sent
@@ -553,7 +561,7 @@ async def check_permission(opts: argparse.Namespace, probe: Probe) -> list[Check
             kind, value = await _outcome(probe, task, 0)
             why = f"the turn ended ({_describe(kind, value)}) without asking permission"
         elif probe.peer_gone.is_set():
-            why = probe.gone_reason()
+            why = await probe.gone_reason_after_exit()
         else:
             why = f"no permission request within {opts.timeout:g} s"
         why += " (pass a --permission-prompt that makes it ask, or a --mode that asks)"
