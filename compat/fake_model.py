@@ -34,6 +34,8 @@ SHELL_TOOLS: dict[str, Any] = {
     "run_shell_command": lambda: {"command": "touch x.txt", "description": "Create x.txt"},
     "shell": lambda: {"command": ["touch", "x.txt"]},
     "shell_command": lambda: {"command": "touch x.txt"},
+    "execute": lambda: {"command": "touch x.txt"},
+    "bash": lambda: {"command": "touch x.txt"},
     "exec_command": lambda: {
         "cmd": "touch x.txt",
         "sandbox_permissions": "require_escalated",
@@ -157,6 +159,9 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             body = {}
+        if Settings.dump is not None:
+            with Settings.lock, open(Settings.dump, "w") as f:
+                json.dump(body, f)
         try:
             if "count_tokens" in self.path or ":countTokens" in self.path:
                 self._log(script="count")
@@ -283,9 +288,6 @@ class Handler(BaseHTTPRequestHandler):
         else:
             script, tool = choose(user.get("content"), body.get("tools"))
         self._log(script=script, model=body.get("model"), tools=_tool_names(body.get("tools")))
-        if Settings.dump is not None:
-            with open(Settings.dump, "w") as f:
-                json.dump(body, f)
         self._sse_start()
         self._event({"type": "response.created", "response": {"id": "resp_fake"}}, "response.created")
         if script == "tool":

@@ -194,6 +194,9 @@ def main() -> None:
     if opts.pidfile:
         with open(opts.pidfile, "a") as f:
             f.write(f"{os.getpid()}\n")
+    if opts.log:
+        with open(opts.log, "a") as f:
+            f.write(json.dumps({"processCwd": os.getcwd()}) + "\n")
     agent = Agent(opts)
     for line in sys.stdin:
         if not line.strip():

@@ -158,7 +158,9 @@ def test_auth_and_mode_set_up_each_probe_in_a_throwaway_dir(tmp_path: Path) -> N
     assert doc["hint"].endswith("a --permission-prompt that makes it ask permission (or a --mode that asks)")
 
     log.unlink()
-    code, doc = check("--auth", "login", "--mode", "ask", "--permission-prompt", "permission", agent=agent)
+    code, doc = check(
+        "--auth", "login", "--mode", "ask", "--permission-prompt", "permission", agent=agent, cwd=tmp_path
+    )
     assert rule(doc, PERMISSION_RULE)["result"] == "pass", doc
     assert code == 0, doc
     methods = [m.get("method") for m in logged(log) if m.get("method") is not None]
@@ -177,6 +179,8 @@ def test_auth_and_mode_set_up_each_probe_in_a_throwaway_dir(tmp_path: Path) -> N
     (session_cwd,) = cwds
     assert session_cwd != str(tmp_path)
     assert not os.path.exists(session_cwd)
+    # The agent process started there too (agents that run tools in their own cwd stay out).
+    assert {m["processCwd"] for m in logged(log) if "processCwd" in m} == {session_cwd}
 
 
 def test_cwd_option_is_the_sessions_directory(tmp_path: Path) -> None:

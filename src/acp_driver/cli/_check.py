@@ -79,7 +79,7 @@ class Probe:
 
     argv: list[str]
     cwd: str
-    """Where the agent process starts (the directory ``check`` was run from)."""
+    """Where the agent process starts (the sessions' directory too)."""
     session_cwd: str
     """Every session's working directory (a throw-away directory unless ``--cwd``)."""
     timeout: float
@@ -740,10 +740,14 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
         # The audit provokes peer violations on purpose; they are reported in the table.
         logging.getLogger("acp_driver.connection").setLevel(logging.ERROR)
         logging.getLogger("acp_driver.process").setLevel(logging.ERROR)
-    here = cwd or os.getcwd()
+    if os.sep in argv[0] and not os.path.isabs(argv[0]):
+        argv = [os.path.abspath(argv[0]), *argv[1:]]  # the agent starts in another directory
     try:
         with tempfile.TemporaryDirectory(prefix="acp-driver-check-") as scratch:
-            results, info = asyncio.run(_audit(opts, argv, here, cwd or scratch))
+            # The agent process starts where its sessions are: some agents run their tools in
+            # their own working directory, whatever the session's cwd says.
+            workdir = cwd or scratch
+            results, info = asyncio.run(_audit(opts, argv, workdir, workdir))
     except KeyboardInterrupt:
         _kill_spawned()
         sys.stderr.write("acp-driver check: interrupted; every agent process it started was stopped\n")
