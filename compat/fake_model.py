@@ -182,7 +182,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def anthropic(self, body: dict[str, Any]) -> None:
         messages = body.get("messages") or [{}]
-        user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        user: dict[str, Any] = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         script, tool = choose(user.get("content"), body.get("tools"))
         self._log(script=script, model=body.get("model"), stream=bool(body.get("stream")))
         model = body.get("model", "claude-fake")
@@ -248,7 +248,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def gemini(self, body: dict[str, Any]) -> None:
         contents = body.get("contents") or [{}]
-        user = next((c for c in reversed(contents) if c.get("role") == "user"), {})
+        user: dict[str, Any] = next((c for c in reversed(contents) if c.get("role") == "user"), {})
         script, tool = choose(user.get("parts"), body.get("tools"))
         streaming = "streamgeneratecontent" in self.path.lower()
         self._log(script=script, stream=streaming)

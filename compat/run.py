@@ -19,12 +19,16 @@ one could not be, 2 on an environment problem (no npm).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
+import queue
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +52,10 @@ class Agent:
     args: list[str]
     api: str
     """Which HTTP API it talks: anthropic, gemini or openai."""
+    registry: str = "npm"
+    """npm, or pypi (installed into its own virtual environment in the cache)."""
+    python: tuple[int, int] = (3, 11)
+    """For a PyPI agent: the oldest Python it installs on."""
     check_args: list[str] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)
     """What the run does to make it work, for the doc (kept next to the code that does it)."""
@@ -94,6 +102,21 @@ AGENTS = [
             "`--auth openai-api-key`; `--mode read-only` (approval needed to edit files).",
         ],
     ),
+    Agent(
+        name="fast-agent",
+        package="fast-agent-mcp",
+        version="0.10.48",
+        bin="fast-agent",
+        args=["--no-update-check", "acp", "--model", "haiku", "--shell"],
+        api="anthropic",
+        registry="pypi",
+        python=(3, 13),
+        setup=[
+            "Installed from PyPI into its own virtual environment (it needs Python >= 3.13).",
+            "`--model haiku` (Anthropic API: `ANTHROPIC_BASE_URL` at the stand-in, a dummy key); "
+            "`--shell` gives it a shell tool for the permission probe.",
+        ],
+    ),
 ]
 
 
@@ -114,10 +137,70 @@ def installed_version(prefix: Path, package: str) -> str | None:
         return None
 
 
-def install(agents: list[Agent], cache: Path, latest: bool) -> dict[str, str]:
+def install(agents: list[Agent], cache: Path, latest: bool, python: str | None) -> dict[str, str]:
+    """Install the agents into the cache; returns the installed version of each ("" if not)."""
+    versions = install_npm([a for a in agents if a.registry == "npm"], cache, latest)
+    for agent in agents:
+        if agent.registry == "pypi":
+            versions[agent.name] = install_pypi(agent, cache, latest, python)
+    return versions
+
+
+def find_python(minimum: tuple[int, int], given: str | None) -> str | None:
+    """An interpreter that runs and is at least ``minimum``: ``given``, on PATH, or under pyenv."""
+    candidates = [given] if given else []
+    candidates += [f"python3.{minor}" for minor in range(minimum[1] + 3, minimum[1] - 1, -1)]
+    pyenv = shutil.which("pyenv")
+    if pyenv is not None:
+        root = subprocess.run([pyenv, "root"], capture_output=True, text=True).stdout.strip()
+        candidates += sorted(str(p) for p in Path(root).glob("versions/3.*/bin/python3"))[::-1]
+    check = f"import sys; sys.exit(0 if sys.version_info >= {minimum!r} else 1)"
+    for candidate in candidates:
+        path = shutil.which(candidate) or candidate
+        try:
+            if subprocess.run([path, "-c", check], capture_output=True, timeout=30).returncode == 0:
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def install_pypi(agent: Agent, cache: Path, latest: bool, python: str | None) -> str:
+    venv = cache / "pypi" / agent.name
+    pip = venv / "bin" / "pip"
+    spec = agent.package if latest else f"{agent.package}=={agent.version}"
+    if not pip.exists():
+        interpreter = find_python(agent.python, python)
+        if interpreter is None:
+            log(f"{agent.name}: no Python >= {agent.python[0]}.{agent.python[1]} found (--python)")
+            return ""
+        subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, timeout=300)
+    shown = subprocess.run([str(pip), "show", agent.package], capture_output=True, text=True)
+    current = next((ln.split()[1] for ln in shown.stdout.splitlines() if ln.startswith("Version:")), "")
+    if latest or current != agent.version:
+        log(f"pip install {spec}")
+        result = subprocess.run(
+            [str(pip), "install", "-q", spec], capture_output=True, text=True, timeout=1800
+        )
+        if result.returncode != 0:
+            log(result.stderr[-2000:])
+        shown = subprocess.run([str(pip), "show", agent.package], capture_output=True, text=True)
+        current = next((ln.split()[1] for ln in shown.stdout.splitlines() if ln.startswith("Version:")), "")
+    return current
+
+
+def agent_binary(agent: Agent, cache: Path) -> Path:
+    if agent.registry == "pypi":
+        return cache / "pypi" / agent.name / "bin" / agent.bin
+    return cache / "npm" / "node_modules" / ".bin" / agent.bin
+
+
+def install_npm(agents: list[Agent], cache: Path, latest: bool) -> dict[str, str]:
     """npm-install the agents into ``cache/npm``; returns the installed version of each."""
     prefix = cache / "npm"
     prefix.mkdir(parents=True, exist_ok=True)
+    if not agents:
+        return {}
     wanted = [a for a in agents if latest or installed_version(prefix, a.package) != a.version]
     if wanted:
         specs = [f"{a.package}@{'latest' if latest else a.version}" for a in wanted]
@@ -211,7 +294,7 @@ def audit(
     scratch = cache / "scratch" / agent.name
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    binary = cache / "npm" / "node_modules" / ".bin" / agent.bin
+    binary = agent_binary(agent, cache)
     command = [
         sys.executable,
         "-m",
@@ -261,6 +344,131 @@ def audit(
     return document
 
 
+# ---------------------------------------------------------------------- where the tool runs
+
+
+def where_tools_run(agent: Agent, cache: Path, model: FakeModel, check_args: list[str]) -> dict[str, Any]:
+    """The permission prompt outside the audit: the agent process starts in one directory, its
+    session's cwd is another, and every permission request is answered with its reject option.
+    Says whether the agent asked, and where ``touch x.txt`` ran (if it did)."""
+    base = cache / "scratch" / f"{agent.name}-tools"
+    shutil.rmtree(base, ignore_errors=True)
+    own, session = base / "process", base / "session"
+    own.mkdir(parents=True)
+    session.mkdir()
+    home = cache / "home" / f"{agent.name}-tools"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    process = subprocess.Popen(
+        [str(agent_binary(agent, cache)), *agent.args],
+        cwd=own,
+        env=agent_env(agent, home, model),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+    incoming: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stdout:
+            with contextlib.suppress(ValueError):
+                incoming.put(json.loads(line))
+        incoming.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    asked: list[str] = []
+
+    def send(message: dict[str, Any]) -> None:
+        stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())
+        stdin.flush()
+
+    def request(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        send({"id": rid, "method": method, "params": params})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                message = incoming.get(timeout=1)
+            except queue.Empty:
+                continue
+            if message is None:
+                raise RuntimeError("the agent closed its output")
+            if message.get("method") == "session/request_permission" and "id" in message:
+                options = message.get("params", {}).get("options", [])
+                reject = next((o for o in options if str(o.get("kind", "")).startswith("reject")), None)
+                asked.append(str(reject.get("optionId")) if reject else "cancelled")
+                outcome = (
+                    {"outcome": "selected", "optionId": reject["optionId"]}
+                    if reject
+                    else {"outcome": "cancelled"}
+                )
+                send({"id": message["id"], "result": {"outcome": outcome}})
+            elif "method" in message and "id" in message:
+                send({"id": message["id"], "error": {"code": -32601, "message": "Method not found"}})
+            elif message.get("id") == rid and "method" not in message:
+                return message
+        raise RuntimeError(f"no answer to {method}")
+
+    def option(name: str) -> str | None:
+        return check_args[check_args.index(name) + 1] if name in check_args else None
+
+    outcome: str
+    try:
+        request(
+            1,
+            "initialize",
+            {
+                "protocolVersion": 1,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": False,
+                },
+            },
+        )
+        if option("--auth"):
+            request(2, "authenticate", {"methodId": option("--auth")})
+        sid = request(3, "session/new", {"cwd": str(session), "mcpServers": []})["result"]["sessionId"]
+        if option("--mode"):
+            request(4, "session/set_mode", {"sessionId": sid, "modeId": option("--mode")})
+        answer = request(
+            5, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": PERMISSION_PROMPT}]}
+        )
+        outcome = (
+            f"stopReason {answer.get('result', {}).get('stopReason')!r}"
+            if "result" in answer
+            else f"error {answer.get('error')}"
+        )
+    except (RuntimeError, KeyError, TypeError) as exc:
+        outcome = f"the probe broke off: {exc}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    ran = [
+        label
+        for label, where in (("the session's cwd", session), ("its own working directory", own))
+        if (where / "x.txt").exists()
+    ]
+    return {"asked": asked, "ran": ran, "outcome": outcome, "mode": option("--mode")}
+
+
+def describe_tools(found: dict[str, Any]) -> str:
+    mode = f" in mode `{found['mode']}`" if found.get("mode") else " in its default mode"
+    asked = (
+        "asked permission (answered with its reject option)" if found["asked"] else "did not ask permission"
+    )
+    ran = (
+        f"`touch x.txt` ran in {' and '.join(found['ran'])}" if found["ran"] else "`touch x.txt` did not run"
+    )
+    return (
+        f"Permission prompt outside the audit{mode}, the process started in one directory and the "
+        f"session's cwd another: the agent {asked}; {ran}; the turn ended with {found['outcome']}."
+    )
+
+
 # ---------------------------------------------------------------------- the doc
 
 
@@ -288,7 +496,7 @@ def render(
         f"<!-- generated by compat/run.py on {now}; do not edit by hand: run it again -->",
         "",
         f"Generated by `python3 compat/run.py` on {now} (acp-driver {__version__}, node {node}). Each agent "
-        "is installed from npm at the version below, started with a fresh `HOME`, and pointed at "
+        "is installed from npm or PyPI at the version below, started with a fresh `HOME`, and pointed at "
         "`compat/fake_model.py` on 127.0.0.1: a streaming stand-in for the Anthropic, Gemini and OpenAI "
         "(Responses) HTTP APIs. It is not a model: for the busy prompt it streams text for a minute, for "
         "the permission prompt it calls the agent's own shell tool (`touch x.txt`), for anything else "
@@ -299,7 +507,7 @@ def render(
         "A deviation is an agent's behaviour, not a bug of ours; SKIP means the rule could not be "
         "tested against that agent. Re-run with `python3 compat/run.py`; the opt-in test "
         "`ACP_COMPAT=1 pytest tests/compat` runs it too. Only the agents below were run; others "
-        "(fast-agent, gptme, the SDK examples) are not covered here yet.",
+        "(gptme, the SDK examples) are not covered here yet.",
         "",
     ]
     header = "| Rule | Level | " + " | ".join(f"{a.name} {versions.get(a.name, '')}" for a in agents) + " |"
@@ -326,7 +534,7 @@ def render(
         out += [
             f"## {a.name}",
             "",
-            f"- package: `{a.package}@{versions.get(a.name) or '?'}` (npm); reports itself as "
+            f"- package: `{a.package}@{versions.get(a.name) or '?'}` ({a.registry}); reports itself as "
             f"`{info.get('name', '?')}` {info.get('version', '?')}",
             f"- command: `{' '.join(doc.get('command', []))}`",
             f"- check options: `{' '.join(_quote(x) for x in doc.get('checkArgs', []))}`",
@@ -373,6 +581,9 @@ def main() -> int:
     parser.add_argument(
         "--latest", action="store_true", help="install the latest versions, not the pinned ones"
     )
+    parser.add_argument(
+        "--python", default=None, help="the interpreter for PyPI agents that need a newer one"
+    )
     opts = parser.parse_args()
     if shutil.which("npm") is None or shutil.which("node") is None:
         log("npm and node are needed")
@@ -383,7 +594,7 @@ def main() -> int:
         agents = [a for a in AGENTS if a.name in names]
     cache = Path(opts.cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    versions = install(agents, cache, opts.latest)
+    versions = install(agents, cache, opts.latest, opts.python)
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
     model = FakeModel(cache / "fake-model.log")
     documents: dict[str, dict[str, Any]] = {}
@@ -391,11 +602,14 @@ def main() -> int:
     try:
         for agent in agents:
             if not versions.get(agent.name):
-                documents[agent.name] = {"verdict": "error", "error": "npm install failed", "exitCode": None}
+                documents[agent.name] = {"verdict": "error", "error": "not installed", "exitCode": None}
                 continue
             log(f"auditing {agent.name} {versions[agent.name]}")
             documents[agent.name] = audit(agent, cache, model, opts.timeout, agent.check_args)
             log(f"{agent.name}: {documents[agent.name].get('verdict')}")
+            tools = where_tools_run(agent, cache, model, agent.check_args)
+            documents[agent.name]["tools"] = tools
+            extra.setdefault(agent.name, []).append(describe_tools(tools))
             if "--mode" in agent.check_args:
                 # What the permission rules do in the session's own default mode, for the doc.
                 at = agent.check_args.index("--mode")
@@ -404,9 +618,13 @@ def main() -> int:
                 )
                 found = [r for r in bare.get("results", []) if r["rule"] == PERMISSION_RULE]
                 what = f"{found[0]['result'].upper()}: {found[0]['evidence']}" if found else bare.get("error")
-                extra[agent.name] = [
+                extra[agent.name].append(
                     f"Without `--mode` (the session's default mode), the permission rule was {md_escape(str(what))}"
-                ]
+                )
+                bare_tools = where_tools_run(
+                    agent, cache, model, agent.check_args[:at] + agent.check_args[at + 2 :]
+                )
+                extra[agent.name].append(describe_tools(bare_tools))
     finally:
         model.close()
     (cache / "results.json").write_text(json.dumps({"versions": versions, "documents": documents}, indent=2))

@@ -36,10 +36,10 @@ def test_every_agent_is_audited_with_its_turns_busy_and_permission_asked(tmp_pat
     for name, document in report["documents"].items():
         assert document["verdict"] in ("passed", "failed", "inconclusive"), (name, document)
         by_rule = {r["rule"]: r for r in document["results"]}
-        # The stand-in kept each busy turn going and made each agent ask permission: tested, not skipped.
-        for rule in (
-            "session/cancel answered stopReason cancelled",
-            "cancel while a permission request is pending ends the prompt cancelled",
-        ):
-            assert by_rule[rule]["result"] != "skip", (name, by_rule[rule])
+        # The stand-in kept each busy turn going: the cancel rule was tested, not skipped.
+        cancel = by_rule["session/cancel answered stopReason cancelled"]
+        assert cancel["result"] != "skip", (name, cancel)
+        # The permission rule is skipped exactly when the agent does not ask (seen outside the audit).
+        permission = by_rule["cancel while a permission request is pending ends the prompt cancelled"]
+        assert (permission["result"] == "skip") is (not document["tools"]["asked"]), (name, document["tools"])
         assert f"{name} {report['versions'][name]}" in doc
