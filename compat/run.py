@@ -480,6 +480,36 @@ def md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def findings(agents: list[Agent], documents: dict[str, dict[str, Any]]) -> list[str]:
+    """The agents' bugs and deviations, one line each, derived from this run's results."""
+    lines: list[str] = []
+    for a in agents:
+        doc = documents[a.name]
+        if doc.get("verdict") == "error":
+            lines.append(f"- {a.name}: could not be audited: `{md_escape(str(doc.get('error')))}`")
+            continue
+        for r in doc.get("results", []):
+            if r["result"] == "fail" and r["level"] in ("MUST", "SHOULD", "MAY"):
+                lines.append(f"- {a.name} ({r['level']}): {md_escape(r['rule'])}: {md_escape(r['evidence'])}")
+        for key, how in (("tools", ""), ("toolsDefaultMode", " in its default mode")):
+            tools = doc.get(key)
+            if not tools:
+                continue
+            if not tools["asked"] and tools["ran"]:
+                lines.append(f"- {a.name}: ran its shell tool{how} without asking permission")
+            if "its own working directory" in tools["ran"]:
+                lines.append(
+                    f"- {a.name}: ran its shell tool in its own working directory, not in the session's `cwd`"
+                )
+            if tools["asked"] and tools["outcome"] == "stopReason 'cancelled'":
+                lines.append(
+                    f"- {a.name}: a permission answered with its reject option (`{tools['asked'][0]}`) ended "
+                    "the turn with stopReason `cancelled`, though the client never cancelled it"
+                )
+    unique = list(dict.fromkeys(lines))  # a mode given may be the default mode: the same finding twice
+    return unique or ["None: every agent passed every rule."]
+
+
 def render(
     agents: list[Agent],
     documents: dict[str, dict[str, Any]],
@@ -508,6 +538,18 @@ def render(
         "tested against that agent. Re-run with `python3 compat/run.py`; the opt-in test "
         "`ACP_COMPAT=1 pytest tests/compat` runs it too. Only the agents below were run; others "
         "(gptme, the SDK examples) are not covered here yet.",
+        "",
+    ]
+    out += [
+        "## Findings",
+        "",
+        "Derived from the results below: every failed rule, and what the permission probe outside the "
+        "audit showed (an agent that runs tools without asking in its default mode is not breaking the "
+        "spec, but a host that wants to be asked has to set a mode).",
+        "",
+        *findings(agents, documents),
+        "",
+        "## Verdicts",
         "",
     ]
     header = "| Rule | Level | " + " | ".join(f"{a.name} {versions.get(a.name, '')}" for a in agents) + " |"
@@ -624,6 +666,7 @@ def main() -> int:
                 bare_tools = where_tools_run(
                     agent, cache, model, agent.check_args[:at] + agent.check_args[at + 2 :]
                 )
+                documents[agent.name]["toolsDefaultMode"] = bare_tools
                 extra[agent.name].append(describe_tools(bare_tools))
     finally:
         model.close()
