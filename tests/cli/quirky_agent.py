@@ -7,6 +7,9 @@ audit's verdict on it can be tested against a real process over real pipes.
     --warm-up MS            before streaming, send available_commands_update and wait MS: a
                             session/cancel in that window is lost (the model was not called yet)
     --silent                the turn sends no update at all while it works
+    --race                  a busy turn sends one chunk and ends end_turn: the first one only once
+                            the cancel arrived (as if it was ending as the cancel came), later
+                            ones at once
     --ignore-cancel-request $/cancel_request is ignored (the turn runs to its end)
     --idless-replies        every notification it does not handle is answered with an error
                             object without an "id" (and so is $/cancel_request)
@@ -54,6 +57,7 @@ class Agent:
         self.permission_answers: dict[Any, Any] = {}
         self.answered = threading.Condition()
         self.next_id = 1000
+        self.raced = False
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -136,6 +140,12 @@ class Agent:
                 time.sleep(self.opts.warm_up / 1000)
                 cancelled.clear()  # a cancel before the model call is lost
             count, ms = self.opts.stream
+            if self.opts.race:
+                chunk(sid, "done")
+                if not self.raced:
+                    self.raced = True
+                    cancelled.wait(10)
+                count = 0
             for i in range(count):
                 if cancelled.wait(ms / 1000):
                     stop = "cancelled"
@@ -182,6 +192,7 @@ def main() -> None:
     parser.add_argument("--stream", nargs=2, type=int, default=(100, 50), metavar=("N", "MS"))
     parser.add_argument("--warm-up", type=int, default=0)
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--race", action="store_true")
     parser.add_argument("--ignore-cancel-request", action="store_true")
     parser.add_argument("--idless-replies", action="store_true")
     parser.add_argument("--idless-parse-error", action="store_true")

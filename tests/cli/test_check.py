@@ -95,13 +95,24 @@ def test_an_agent_too_fast_to_cancel_is_inconclusive_not_green() -> None:
     result = run("check", "--timeout", "1.5", "--busy-prompt", "hello", timeout=120)
     assert result.returncode == 6, result.stdout + result.stderr
     assert "every MUST rule passed" not in result.stdout
-    assert "inconclusive: 2 MUST rule(s) skipped" in result.stdout
+    assert "inconclusive:" in result.stdout
+    assert "MUST rule(s) skipped, nothing failed" in result.stdout
     assert "--busy-prompt" in result.stdout.splitlines()[-1] or "--busy-prompt" in result.stdout[-300:]
     code, doc = check("--busy-prompt", "hello")
     assert code == 6
     assert doc["verdict"] == "inconclusive"
     assert doc["passed"] is False
     assert rule(doc, CANCEL_RULE)["result"] == "skip"
+
+
+def test_a_turn_ending_as_the_cancel_goes_out_is_a_race_not_a_fail() -> None:
+    # end_turn just as the cancel arrives; an uncancelled turn of the same prompt ends as soon.
+    code, doc = check(agent=[*QUIRKY, "--race"])
+    cancel = rule(doc, CANCEL_RULE)
+    assert cancel["result"] == "skip", cancel
+    assert "and an uncancelled turn ends in" in cancel["evidence"]
+    assert "a race, not a verdict" in cancel["evidence"]
+    assert code == 6
 
 
 @pytest.mark.parametrize(

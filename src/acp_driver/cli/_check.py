@@ -49,8 +49,9 @@ commands, mode, config options, session info) do not: agents send them before an
 BUSY_HINT = "pass a --busy-prompt that keeps the agent busy longer"
 
 RACE_BOUND = 1.0
-"""A turn that ends by itself this soon after a cancel, with no activity in between, may have
-ended before the cancel reached it: neither compliance nor ignoring it."""
+"""A turn that stops this soon after a cancel, with no activity in between, may have been ending
+anyway. A control turn (the same prompt, uncancelled) decides: if it ends as soon, the cancel was
+a race (skipped); if it runs on, the stop was the agent's answer to the cancel (judged)."""
 
 # Every agent process the audit started, so that an interrupted audit can still kill them all.
 _SPAWNED: list[ProcessGroup] = []
@@ -421,7 +422,35 @@ async def check_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckResu
         )
     else:
         second = CheckResult(AFTER_RULE, MUST, PASS, "none in the second after the response")
+    if first.result == FAIL and kind == "result" and _maybe_race(probe, busy, elapsed):
+        # A natural stop right after the cancel: the agent's doing, or a turn that was ending anyway?
+        natural = await _natural_length(opts, probe, sid, answered - started + RACE_BOUND)
+        if natural is not None:
+            evidence = (
+                f"the turn ended by itself (stopReason {stop!r}) {_ms(elapsed)} after session/cancel, and "
+                f"an uncancelled turn ends in {_ms(natural)}: a race, not a verdict; {BUSY_HINT}"
+            )
+            first = CheckResult(CANCEL_RULE, MUST, SKIP, evidence, elapsed)
+        else:
+            first.evidence += f"; an uncancelled turn runs on longer ({_ms(answered - started + RACE_BOUND)})"
     return [first, second]
+
+
+def _maybe_race(probe: Probe, busy: Busy, elapsed: float) -> bool:
+    """The turn stopped soon after the cancel with no activity in between: it may have been ending."""
+    return elapsed < RACE_BOUND and probe.first_activity(busy.sent) is None
+
+
+async def _natural_length(opts: argparse.Namespace, probe: Probe, sid: str, limit: float) -> float | None:
+    """A control turn: the busy prompt again, uncancelled. Its length if it ends within ``limit``;
+    None if it runs on (then it is cancelled, and not judged)."""
+    task, _ids, started = await _start_prompt(probe, opts.busy_prompt)
+    kind, _value = await _outcome(probe, task, min(limit, opts.timeout))
+    if kind == "timeout":
+        probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
+        await _outcome(probe, task, min(opts.timeout, 2.0))
+        return None
+    return time.monotonic() - started
 
 
 async def check_cancel_request(opts: argparse.Namespace, probe: Probe) -> list[CheckResult]:
@@ -436,7 +465,8 @@ async def check_cancel_request(opts: argparse.Namespace, probe: Probe) -> list[C
     probe.conn.cancel_request(ids[0])
     kind, value = await _outcome(probe, task, opts.timeout)
     elapsed = time.monotonic() - busy.sent
-    probe.notify(p.SESSION_CANCEL, {"sessionId": sid})  # clean up either way
+    if kind == "timeout":
+        probe.notify(p.SESSION_CANCEL, {"sessionId": sid})  # the turn runs on: end it
     replies = [m for m in probe.replies_since(busy.sent, {ids[0]}) if "id" not in m or m["id"] is None]
     aside = f"; it answered the notification with {_short(replies[0])}" if replies else ""
     when = busy.describe()
@@ -458,13 +488,20 @@ async def check_cancel_request(opts: argparse.Namespace, probe: Probe) -> list[C
     if stop == "cancelled":
         evidence = f"answered stopReason 'cancelled' {_ms(elapsed)} after $/cancel_request ({when})"
         return [CheckResult(CANCEL_REQUEST_RULE, MAY, PASS, evidence, elapsed)]
-    ran_on = probe.first_activity(busy.sent) is not None
-    if not ran_on and elapsed < RACE_BOUND:
+    if _maybe_race(probe, busy, elapsed):
+        turn = time.monotonic() - started
+        natural = await _natural_length(opts, probe, sid, turn + RACE_BOUND)
+        if natural is not None:
+            evidence = (
+                f"the turn ended by itself (stopReason {stop!r}) {_ms(elapsed)} after $/cancel_request, "
+                f"and an uncancelled turn ends in {_ms(natural)}: a race, not a verdict; {BUSY_HINT}"
+            )
+            return [CheckResult(CANCEL_REQUEST_RULE, MAY, SKIP, evidence, elapsed)]
         evidence = (
-            f"the turn ended by itself (stopReason {stop!r}) {_ms(elapsed)} after $/cancel_request with "
-            f"no activity in between: a race, not a verdict; {BUSY_HINT}"
+            f"answered stopReason {stop!r} {_ms(elapsed)} after $/cancel_request, though an uncancelled "
+            f"turn runs on longer ({_ms(turn + RACE_BOUND)}); expected -32800 or stopReason 'cancelled'"
         )
-        return [CheckResult(CANCEL_REQUEST_RULE, MAY, SKIP, evidence, elapsed)]
+        return [CheckResult(CANCEL_REQUEST_RULE, MAY, FAIL, evidence, elapsed)]
     evidence = (
         f"ignored: the turn ran on to its natural end (stopReason {stop!r} {_ms(elapsed)} "
         f"after $/cancel_request; {when}){aside}"
