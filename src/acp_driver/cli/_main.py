@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import shlex
 import sys
@@ -20,7 +21,9 @@ EXIT_AGENT_EXITED = 3
 EXIT_AGENT_ERROR = 4
 """The agent answered the prompt with an error."""
 EXIT_CHECK_FAILED = 5
-"""``check``: at least one MUST rule failed."""
+"""``check``: at least one MUST rule failed (with ``--strict``: MUST, SHOULD or MAY)."""
+EXIT_CHECK_INCONCLUSIVE = 6
+"""``check``: nothing failed, but a MUST rule was skipped (untested): no verdict."""
 EXIT_TIMEOUT = 124
 """``--turn-timeout`` cancelled the turn."""
 EXIT_INTERRUPTED = 130
@@ -38,7 +41,8 @@ examples:
 
 exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ctrl-C cancelled it;
   1 the agent failed to start or a protocol error; 2 usage; 3 the agent exited mid-turn;
-  4 the agent answered with an error; 5 check: a MUST rule failed.
+  4 the agent answered with an error; 5 check: a MUST rule failed;
+  6 check: inconclusive (a MUST rule was skipped, nothing failed).
 """
 
 
@@ -127,17 +131,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="audit an agent's cancellation",
         description="Audit an agent's cancellation behaviour, one rule per check, each tagged "
         "MUST/SHOULD/MAY (INFO: informational) with evidence. Exit 0 iff every MUST passes "
-        "(with --strict: every MUST, SHOULD and MAY).",
+        "(with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 (inconclusive) if none "
+        "failed but one was skipped; 1 if the agent cannot start or initialize.",
         epilog="example:\n  acp-driver check --busy-prompt 'write a long essay' -- npx my-agent --acp\n"
-        "  acp-driver check   (no command: audits the bundled reference agent)",
+        "  acp-driver check   (no command: audits the bundled reference agent)\n\n"
+        "Sessions run in a throw-away directory unless --cwd is given.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("--json", action="store_true", help="results as JSON")
     check.add_argument(
         "--busy-prompt",
         metavar="TEXT",
-        default="/sleep 30000",
-        help="a prompt that keeps the agent busy for a while (default suits the reference agent)",
+        default="/stream 600 50",
+        help="a prompt that keeps the agent busy far longer than --timeout (default suits the "
+        "reference agent)",
+    )
+    check.add_argument(
+        "--busy-after",
+        metavar="SEC",
+        type=float,
+        default=None,
+        help="cancel SEC after the prompt even without turn activity (for agents silent while "
+        "working; default: wait for the first chunk, tool call or plan, up to --timeout)",
     )
     check.add_argument(
         "--quick-prompt", metavar="TEXT", default="hello", help="a prompt the agent answers quickly"
@@ -156,7 +171,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="exit nonzero when any MUST, SHOULD or MAY rule fails (not only MUST)",
     )
-    check.add_argument("--cwd", metavar="DIR", default=None, help="the sessions' working directory")
+    check.add_argument(
+        "--cwd",
+        metavar="DIR",
+        default=None,
+        help="the sessions' working directory (default: a throw-away directory, so that tools the "
+        "agent runs do not touch the current one)",
+    )
+    check.add_argument(
+        "--auth",
+        metavar="METHOD_ID",
+        default=None,
+        help="call authenticate with this method after initialize",
+    )
+    check.add_argument(
+        "--mode", metavar="MODE_ID", default=None, help="session/set_mode to this mode before each probe"
+    )
     check.add_argument(
         "agent_command", nargs=argparse.REMAINDER, help="-- AGENT_CMD... (default: reference agent)"
     )
@@ -207,10 +237,18 @@ def cli_main(argv: Sequence[str]) -> int:
         command = list(opts.agent_command)
         if command and command[0] == "--":
             command = command[1:]
-        cwd = os.path.abspath(opts.cwd or os.getcwd())
+        if not (math.isfinite(opts.timeout) and opts.timeout > 0):
+            parser.error("--timeout must be a positive number of seconds")
+        if opts.busy_after is not None and not (math.isfinite(opts.busy_after) and opts.busy_after > 0):
+            parser.error("--busy-after must be a positive number of seconds")
+        session_cwd: str | None = None
+        if opts.cwd is not None:
+            session_cwd = os.path.abspath(opts.cwd)
+            if not os.path.isdir(session_cwd):
+                parser.error(f"--cwd {opts.cwd!r} is not a directory")
         from ._check import check_command
 
-        code: int = check_command(opts, command or _agent_argv(None), cwd)
+        code: int = check_command(opts, command or _agent_argv(None), session_cwd)
         return code
     parser.print_help()
     return EXIT_USAGE

@@ -1,0 +1,228 @@
+"""A small stand-alone ACP agent (plain JSON-RPC over stdio) with the quirks real agents have.
+
+Used by the ``check`` tests: each flag reproduces a deviation seen in a real agent, so that the
+audit's verdict on it can be tested against a real process over real pipes.
+
+    --stream N MS           a prompt streams N chunks MS apart ("hello": one chunk, at once)
+    --warm-up MS            before streaming, send available_commands_update and wait MS: a
+                            session/cancel in that window is lost (the model was not called yet)
+    --silent                the turn sends no update at all while it works
+    --race                  a busy turn sends one chunk and ends end_turn: the first one only once
+                            the cancel arrived (as if it was ending as the cancel came), later
+                            ones at once
+    --ignore-cancel-request $/cancel_request is ignored (the turn runs to its end)
+    --idless-replies        every notification it does not handle is answered with an error
+                            object without an "id" (and so is $/cancel_request)
+    --idless-parse-error    a malformed line is answered -32700 without an "id"
+    --permission-end-turn   a permission answered "cancelled" ends the turn with end_turn
+    --ask-mode MODE         only ask permission in this session mode (set with session/set_mode)
+    --auth METHOD           advertise METHOD; session/new fails until authenticate(METHOD)
+    --log PATH              append every message received (one JSON per line)
+    --pidfile PATH          append this process's pid
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+lock = threading.Lock()
+
+
+def send(message: dict[str, Any]) -> None:
+    with lock:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        sys.stdout.flush()
+
+
+def update(sid: str, body: dict[str, Any]) -> None:
+    send({"method": "session/update", "params": {"sessionId": sid, "update": body}})
+
+
+def chunk(sid: str, text: str) -> None:
+    update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+
+class Agent:
+    def __init__(self, opts: argparse.Namespace) -> None:
+        self.opts = opts
+        self.authenticated = opts.auth is None
+        self.modes: dict[str, str] = {}
+        self.turns: dict[str, tuple[Any, threading.Event]] = {}  # session -> (prompt id, cancelled)
+        self.permission_answers: dict[Any, Any] = {}
+        self.answered = threading.Condition()
+        self.next_id = 1000
+        self.raced = False
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        method = msg.get("method")
+        if method is None:  # a response (to our permission request)
+            with self.answered:
+                self.permission_answers[msg.get("id")] = msg
+                self.answered.notify_all()
+            return
+        params = msg.get("params") or {}
+        if "id" not in msg:
+            self.notification(method, params)
+            return
+        rid = msg["id"]
+        if method == "initialize":
+            methods = [{"id": self.opts.auth, "name": "Test login"}] if self.opts.auth else []
+            send(
+                {
+                    "id": rid,
+                    "result": {
+                        "protocolVersion": 1,
+                        "agentCapabilities": {},
+                        "authMethods": methods,
+                        "agentInfo": {"name": "quirky-agent", "version": "1"},
+                    },
+                }
+            )
+        elif method == "authenticate":
+            if params.get("methodId") == self.opts.auth:
+                self.authenticated = True
+                send({"id": rid, "result": {}})
+            else:
+                send({"id": rid, "error": {"code": -32602, "message": "unknown auth method"}})
+        elif method == "session/new":
+            if not self.authenticated:
+                send({"id": rid, "error": {"code": -32000, "message": "Authentication required"}})
+                return
+            sid = f"s{len(self.modes) + 1}"
+            self.modes[sid] = "default"
+            send({"id": rid, "result": {"sessionId": sid}})
+            update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": []})
+        elif method == "session/set_mode":
+            self.modes[params["sessionId"]] = params["modeId"]
+            send({"id": rid, "result": {}})
+        elif method == "session/prompt":
+            sid = params["sessionId"]
+            cancelled = threading.Event()
+            self.turns[sid] = (rid, cancelled)
+            text = " ".join(b.get("text", "") for b in params.get("prompt", []))
+            threading.Thread(target=self.turn, args=(sid, rid, text, cancelled), daemon=True).start()
+        else:
+            send({"id": rid, "error": {"code": -32601, "message": "Method not found", "data": method}})
+
+    def notification(self, method: str, params: dict[str, Any]) -> None:
+        if method == "session/cancel":
+            turn = self.turns.get(params.get("sessionId", ""))
+            if turn is not None:
+                turn[1].set()
+            return
+        if (
+            method == "$/cancel_request"
+            and not self.opts.ignore_cancel_request
+            and not self.opts.idless_replies
+        ):
+            for rid, cancelled in self.turns.values():
+                if rid == params.get("requestId"):
+                    cancelled.set()
+            return
+        if self.opts.idless_replies:
+            send({"error": {"code": -32601, "message": "Method not found", "data": method}})
+
+    def turn(self, sid: str, rid: Any, text: str, cancelled: threading.Event) -> None:
+        stop = "end_turn"
+        if text == "hello":
+            chunk(sid, "hello")
+        elif "permission" in text:
+            stop = self.permission_turn(sid, cancelled)
+        else:
+            if self.opts.warm_up:
+                update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": []})
+                time.sleep(self.opts.warm_up / 1000)
+                cancelled.clear()  # a cancel before the model call is lost
+            count, ms = self.opts.stream
+            if self.opts.race:
+                chunk(sid, "done")
+                if not self.raced:
+                    self.raced = True
+                    cancelled.wait(10)
+                count = 0
+            for i in range(count):
+                if cancelled.wait(ms / 1000):
+                    stop = "cancelled"
+                    break
+                if not self.opts.silent:
+                    chunk(sid, f"chunk {i} ")
+        self.turns.pop(sid, None)
+        send({"id": rid, "result": {"stopReason": stop}})
+
+    def permission_turn(self, sid: str, cancelled: threading.Event) -> str:
+        call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
+        if self.opts.ask_mode is not None and self.modes.get(sid) != self.opts.ask_mode:
+            update(sid, {"sessionUpdate": "tool_call", **call})
+            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
+            return "end_turn"
+        update(sid, {"sessionUpdate": "tool_call", **call})
+        with self.answered:
+            pid = self.next_id
+            self.next_id += 1
+        options = [
+            {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+            {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+        ]
+        send(
+            {
+                "id": pid,
+                "method": "session/request_permission",
+                "params": {"sessionId": sid, "toolCall": call, "options": options},
+            }
+        )
+        with self.answered:
+            self.answered.wait_for(lambda: pid in self.permission_answers)
+            answer = self.permission_answers.pop(pid)
+        outcome = (answer.get("result") or {}).get("outcome", {}).get("outcome")
+        if outcome == "cancelled" and not self.opts.permission_end_turn:
+            return "cancelled"
+        if cancelled.is_set() and not self.opts.permission_end_turn:
+            return "cancelled"
+        return "end_turn"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--stream", nargs=2, type=int, default=(100, 50), metavar=("N", "MS"))
+    parser.add_argument("--warm-up", type=int, default=0)
+    parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--race", action="store_true")
+    parser.add_argument("--ignore-cancel-request", action="store_true")
+    parser.add_argument("--idless-replies", action="store_true")
+    parser.add_argument("--idless-parse-error", action="store_true")
+    parser.add_argument("--permission-end-turn", action="store_true")
+    parser.add_argument("--ask-mode", default=None)
+    parser.add_argument("--auth", default=None)
+    parser.add_argument("--log", default=None)
+    parser.add_argument("--pidfile", default=None)
+    opts = parser.parse_args()
+    if opts.pidfile:
+        with open(opts.pidfile, "a") as f:
+            f.write(f"{os.getpid()}\n")
+    if opts.log:
+        with open(opts.log, "a") as f:
+            f.write(json.dumps({"processCwd": os.getcwd()}) + "\n")
+    agent = Agent(opts)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            error = {"code": -32700, "message": "Parse error"}
+            send({"error": error} if opts.idless_parse_error else {"id": None, "error": error})
+            continue
+        if opts.log:
+            with open(opts.log, "a") as f:
+                f.write(json.dumps(msg) + "\n")
+        agent.handle(msg)
+
+
+if __name__ == "__main__":
+    main()
