@@ -239,3 +239,12 @@ def test_reference_agent_behaviours_still_judged(tmp_path: Path) -> None:
     # The permission rule is a MUST: an agent that answers end_turn on any cancel fails it too.
     _, doc = check(agent=[*AGENT.split(), "--behavior", "end-turn-on-cancel"])
     assert rule(doc, PERMISSION_RULE)["result"] == "fail"
+
+
+def test_relative_paths_in_the_agent_command_still_work() -> None:
+    # The agent starts in a throw-away directory; "python quirky_agent.py" typed in the agent's
+    # own directory must still find its script there.
+    here = Path(__file__).parent
+    code, doc = check(agent=[sys.executable, "quirky_agent.py"], cwd=here)
+    assert doc["verdict"] != "error", doc
+    assert code in (0, 6)

@@ -763,14 +763,26 @@ def _kill_spawned() -> None:
     _SPAWNED.clear()
 
 
+def _absolute_paths(argv: list[str]) -> list[str]:
+    """The agent's command line with relative paths made absolute: a relative program path
+    (``./my-agent``), and any argument naming an existing file or directory from here
+    (``python my_agent.py``). Options and other words are left as they are."""
+    out = []
+    for i, arg in enumerate(argv):
+        relative = arg and not os.path.isabs(arg) and not arg.startswith("-")
+        if relative and ((i == 0 and os.sep in arg) or (i > 0 and os.path.exists(arg))):
+            arg = os.path.abspath(arg)
+        out.append(arg)
+    return out
+
+
 def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) -> int:
     """Run the audit; ``cwd`` is ``--cwd`` (None: a throw-away directory for the sessions)."""
     if not opts.verbose:
         # The audit provokes peer violations on purpose; they are reported in the table.
         logging.getLogger("acp_driver.connection").setLevel(logging.ERROR)
         logging.getLogger("acp_driver.process").setLevel(logging.ERROR)
-    if os.sep in argv[0] and not os.path.isabs(argv[0]):
-        argv = [os.path.abspath(argv[0]), *argv[1:]]  # the agent starts in another directory
+    argv = _absolute_paths(argv)  # the agent starts in another directory
     try:
         with tempfile.TemporaryDirectory(prefix="acp-driver-check-") as scratch:
             # The agent process starts where its sessions are: some agents run their tools in
