@@ -8,7 +8,16 @@ One command (see docs/benchmarks.md)::
 
 It prepares its own environments under ``benchmarks/.work/`` (git-ignored; reused when present),
 then runs the same protocol-level workloads against five implementations, each host in its own
-process (``benchmarks/runners/*``), ``--repeat`` times, interleaved, and reports medians:
+process (``benchmarks/runners/*``), ``--repeat`` times, interleaved, and reports medians. Each
+implementation runs in up to three pairings (``--modes``):
+
+- ``pair``:  its host <-> its agent (rows 1-10);
+- ``host``:  its host <-> the ceiling agent (rows H*: the ratio to the ceiling is the host's alone);
+- ``agent``: the ceiling host <-> its agent (rows A*: the ratio is the agent's alone).
+
+The ceiling column of the H and A rows is the ceiling pair itself. Every runner counts the work it
+did (answers received, updates seen, ids answered at the wire); the harness checks that every
+column did the same work per row and fails the run (exit 1) when one did not. The columns:
 
 - ``acp-driver``:   our host driver <-> our reference agent (this repo's ``src``);
 - ``sdk-0.12.1``:   official Python SDK ``ClientSideConnection`` <-> an agent written with it;
@@ -21,8 +30,9 @@ run (no ``--quick``, all five implementations) also writes ``benchmarks/results.
 ``docs/benchmarks.png`` and the results section of ``docs/benchmarks.md``; other runs write
 ``benchmarks/.work/results-partial.json`` only (override with ``--write``/``--no-write``).
 
-Exit status: 0 when every runner ran and every selected workload produced a number (a missed
-target is reported as FAIL, not as an error); 1 otherwise; 2 on an environment problem.
+Exit status: 0 when every runner ran, every selected workload produced a number and the work
+counts are equal across columns (a missed target is reported as FAIL, not as an error); 1
+otherwise; 2 on an environment problem.
 """
 
 from __future__ import annotations
@@ -67,7 +77,24 @@ ALIASES = {
     "sdk-old": f"sdk-{SDK_OLD}",
     "sdk-new": f"sdk-{SDK_NEW}",
 }
-WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "cold", "storm", "ignored"]
+WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "cold", "storm", "ignored", "hang"]
+MODES = ["pair", "host", "agent"]
+PREFIX = {"pair": "", "host": "host:", "agent": "agent:"}
+# The workloads of the host-only and agent-only pairings (RSS is measured in every run).
+SPLIT_WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "storm"]
+# What each column's agent calls its extension methods (the ceiling host needs them in agent rows).
+ECHO_SLEEP = {"acp-driver": ("_acp_driver/echo", "_acp_driver/sleep")}
+# The work each workload must have done, in every column: (unit, count from the sizes).
+WORK_UNITS: dict[str, tuple[str, Any]] = {
+    "seq": ("answered", lambda c: c["seq"]),
+    "conc1k": ("answered", lambda c: c["conc1k"] * c["conc1k_rounds"]),
+    "conc10k": ("answered", lambda c: c["conc10k"] * c["conc10k_rounds"]),
+    "stream": ("updates", lambda c: c["stream"]),
+    "cancel": ("cancelled", lambda c: c["cancel"]),
+    "storm": ("ids_answered", lambda c: c["storm"]),
+    "ignored": ("resolved", lambda c: 1),
+    "hang": ("resolved", lambda c: 1),
+}
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": {
@@ -98,24 +125,34 @@ SIZES: dict[str, dict[str, Any]] = {
     },
 }
 
-# Targets for acp-driver, checked in the same run: (text, check(value, results, metric)).
+# Targets for acp-driver, checked in the same run: (text, check(value, results, metric)). The
+# throughput, latency and memory targets of the host are checked on the host-only rows (every host
+# drives the ceiling agent, so the ratio is the host's alone).
 TARGETS: dict[str, tuple[str, Any]] = {
-    "seq_rps": ("≥ 90 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.90),
-    "conc1k_rps": ("≥ 75 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.75),
-    "stream_ups": ("≥ 150k/s", lambda v, r, m: v >= 150_000),
-    "cancel_p50_ms": ("≤ 0.4 ms", lambda v, r, m: v <= 0.4),
-    "cancel_p99_ms": ("≤ 2 ms", lambda v, r, m: v <= 2.0),
+    "host:seq_rps": ("≥ 90 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.90),
+    "host:conc1k_rps": ("≥ 75 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.75),
+    "host:conc10k_rps": ("≥ 75 % of ceiling", lambda v, r, m: _ratio(v, r, m, "ceiling") >= 0.75),
+    "host:stream_ups": (
+        "≥ 150k/s and ≥ 60 % of ceiling",
+        lambda v, r, m: v >= 150_000 and _ratio(v, r, m, "ceiling") >= 0.60,
+    ),
+    "host:cancel_p50_ms": ("≤ 0.4 ms", lambda v, r, m: v <= 0.4),
+    "host:cancel_p99_ms": ("≤ 2 ms", lambda v, r, m: v <= 2.0),
+    "host:rss_host_load_mib": ("≤ 45 MiB", lambda v, r, m: v <= 45),
     "cold_start_ms": ("≤ 150 ms", lambda v, r, m: v <= 150),
     "supervisor_cost_ms": ("≤ 30 ms", lambda v, r, m: v <= 30),
     "rss_host_idle_mib": ("≤ 30 MiB", lambda v, r, m: v <= 30),
-    "rss_host_load_mib": ("≤ 45 MiB", lambda v, r, m: v <= 45),
     "storm_ms": (
         "all answered ≤ 1 s, ledger empty",
-        lambda v, r, m: v <= 1000 and bool(r.get("acp-driver", {}).get("storm_ledger_empty")),
+        lambda v, r, m: v <= 1000 and r.get("acp-driver", {}).get("storm_ledger_empty") is True,
     ),
     "ignored_s": (
         "resolved ≤ budget",
         lambda v, r, m: v <= float(r.get("acp-driver", {}).get("ignored_budget_s", math.inf)),
+    ),
+    "hang_s": (
+        "SIGKILL at the budget, resolved ≤ budget + 0.1 s",
+        lambda v, r, m: v <= float(r.get("acp-driver", {}).get("hang_budget_s", math.inf)) + 0.1,
     ),
 }
 
@@ -139,12 +176,31 @@ CHART_LABELS = {
     "rss_agent_load_mib": "agent RSS\nafter load",
     "storm_ms": "cancel storm\nall answered",
     "ignored_s": "ignored cancel",
+    "hang_s": "hung agent\nkilled",
+    **{
+        f"host:{k}": f"host only:\n{v}"
+        for k, v in (
+            ("seq_rps", "sequential"),
+            ("conc1k_rps", "1k conc."),
+            ("conc10k_rps", "10k conc."),
+            ("stream_ups", "stream"),
+        )
+    },
+    **{
+        f"agent:{k}": f"agent only:\n{v}"
+        for k, v in (
+            ("seq_rps", "sequential"),
+            ("conc1k_rps", "1k conc."),
+            ("conc10k_rps", "10k conc."),
+            ("stream_ups", "stream"),
+        )
+    },
 }
 
 
 def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
-    """(metric, workload, label, higher_is_better)."""
-    return [
+    """(metric, workload, label, higher_is_better); host/agent rows have prefixed names."""
+    pair = [
         ("seq_rps", "seq", f"1. sequential round trips, req/s (n={cfg['seq']})", True),
         ("conc1k_rps", "conc1k", f"2. {cfg['conc1k']} concurrent requests, req/s", True),
         ("conc10k_rps", "conc10k", f"3. {cfg['conc10k']} concurrent requests, req/s", True),
@@ -164,13 +220,40 @@ def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
         ("rss_agent_idle_mib", "rss", "7. agent RSS idle, MiB", False),
         ("rss_agent_load_mib", "rss", "7. agent RSS after the load, MiB", False),
         ("storm_ms", "storm", f"8. cancel storm: {cfg['storm']} in flight → all answered, ms", False),
+        ("storm_ledger_empty", "storm", "8. cancel storm: ledger empty after the answers", True),
         (
             "ignored_s",
             "ignored",
-            f"9. ignored cancel: cancel → resolved, s (budget {cfg['ignored_budget']} s)",
+            f"9. ignored cancel: cancel → resolved (SIGTERM), s (budget {cfg['ignored_budget']} s)",
+            False,
+        ),
+        (
+            "hang_s",
+            "hang",
+            f"10. hung agent: cancel → SIGKILL → resolved, s (budget {cfg['ignored_budget']} s)",
             False,
         ),
     ]
+    split = []
+    for mode, tag, who in (
+        ("host", "H", "host only ↔ ceiling agent"),
+        ("agent", "A", "agent only ↔ ceiling host"),
+    ):
+        p = PREFIX[mode]
+        side = "host" if mode == "host" else "agent"
+        split += [
+            (f"{p}seq_rps", f"{p}seq", f"{tag}1. {who}: sequential round trips, req/s", True),
+            (f"{p}conc1k_rps", f"{p}conc1k", f"{tag}2. {who}: {cfg['conc1k']} concurrent, req/s", True),
+            (f"{p}conc10k_rps", f"{p}conc10k", f"{tag}3. {who}: {cfg['conc10k']} concurrent, req/s", True),
+            (f"{p}stream_ups", f"{p}stream", f"{tag}4. {who}: session/update stream, updates/s", True),
+            (f"{p}cancel_p50_ms", f"{p}cancel", f"{tag}5. {who}: cancel → cancelled, p50 ms", False),
+            (f"{p}cancel_p99_ms", f"{p}cancel", f"{tag}5. {who}: cancel → cancelled, p99 ms", False),
+            (f"{p}rss_{side}_idle_mib", f"{p}rss", f"{tag}7. {who}: {side} RSS idle, MiB", False),
+            (f"{p}rss_{side}_load_mib", f"{p}rss", f"{tag}7. {who}: {side} RSS after the load, MiB", False),
+            (f"{p}storm_ms", f"{p}storm", f"{tag}8. {who}: cancel storm → all answered, ms", False),
+            (f"{p}storm_ledger_empty", f"{p}storm", f"{tag}8. {who}: storm ledger empty", True),
+        ]
+    return pair + split
 
 
 # ---------------------------------------------------------------------------- environments
@@ -272,7 +355,7 @@ def chart_python() -> Path:
 
 
 def commands(impls: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """The command and environment that runs each implementation's runner."""
+    """The command and environment that runs each implementation's host runner."""
     out: dict[str, tuple[list[str], dict[str, str]]] = {}
     if "acp-driver" in impls or "ceiling" in impls:
         py = str(acp_driver_python())
@@ -295,40 +378,136 @@ def commands(impls: list[str]) -> dict[str, tuple[list[str], dict[str, str]]]:
     return {k: v for k, v in out.items() if k in impls}
 
 
+def agent_argv(impl: str, host_cmds: dict[str, tuple[list[str], dict[str, str]]]) -> list[str]:
+    """The argv of ``impl``'s own agent (what its host runner spawns), for the agent-only rows."""
+    interpreter = host_cmds[impl][0][0]
+    if impl == "acp-driver":
+        return [interpreter, "-m", "acp_driver", "agent"]
+    if impl in (f"sdk-{SDK_OLD}", f"sdk-{SDK_NEW}"):
+        return [interpreter, str(HERE / "peers" / "sdk_agent.py")]
+    if impl == f"ts-{TS_SDK}":
+        return [interpreter, str(HERE / "peers" / "ts_agent.mjs")]
+    return [interpreter, str(HERE / "peers" / "ceiling_agent.py")]
+
+
+Job = tuple[str, str, list[str], dict[str, str], dict[str, Any]]
+"""(column, mode, command, environment, config additions)."""
+
+
+def jobs(
+    impls: list[str], modes: list[str], host_cmds: dict[str, tuple[list[str], dict[str, str]]]
+) -> list[Job]:
+    """Every runner process of one round: each column in each pairing (the ceiling: its pair)."""
+    ceiling_cmd, ceiling_env = commands(["ceiling"])["ceiling"]
+    ceiling_agent = agent_argv("ceiling", {"ceiling": (ceiling_cmd, ceiling_env)})
+    out: list[Job] = []
+    for impl in impls:
+        cmd, env = host_cmds[impl]
+        if impl == "ceiling":
+            if "pair" in modes or len(impls) > 1:  # the reference of every H and A row
+                out.append((impl, "pair", cmd, env, {}))
+            continue
+        if "pair" in modes:
+            out.append((impl, "pair", cmd, env, {}))
+        if "host" in modes:
+            extra = {"agent": ceiling_agent, "echo": "_bench/echo", "sleep": "_bench/sleep"}
+            out.append((impl, "host", cmd, env, extra))
+        if "agent" in modes:
+            echo, sleep = ECHO_SLEEP.get(impl, ("_bench/echo", "_bench/sleep"))
+            # The ceiling host spawns the agent with the environment that agent needs.
+            agent_env = {**ceiling_env, **{k: v for k, v in env.items() if k.startswith("ACP_")}}
+            if impl.startswith("sdk-"):
+                agent_env.pop("PYTHONPATH", None)
+            extra = {"agent": agent_argv(impl, host_cmds), "echo": echo, "sleep": sleep}
+            out.append((impl, "agent", ceiling_cmd, agent_env, extra))
+    return out
+
+
+def split_na(impl: str, mode: str) -> dict[str, str]:
+    """Workloads a pairing cannot run, and why."""
+    if mode == "agent" and impl == f"sdk-{SDK_OLD}":
+        return {"storm": f"the SDK {SDK_OLD} agent does not honour $/cancel_request"}
+    return {}
+
+
 # ---------------------------------------------------------------------------- running
 
 
-def run_runner(
-    impl: str, cmd: list[str], env: dict[str, str], cfg: dict[str, Any], rep: int, timeout: float
-) -> dict[str, Any]:
+def run_runner(job: Job, cfg: dict[str, Any], rep: int, timeout: float) -> dict[str, Any]:
+    impl, mode, cmd, env, extra = job
     logs = WORK / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    full = [*cmd, "--config", json.dumps(cfg)]
-    log(f"run {rep + 1}: {impl}")
+    workloads = cfg["workloads"] if mode == "pair" else [w for w in cfg["workloads"] if w in SPLIT_WORKLOADS]
+    na = split_na(impl, mode)
+    full = [*cmd, "--config", json.dumps(dict(cfg, workloads=[w for w in workloads if w not in na], **extra))]
+    log(f"run {rep + 1}: {impl} ({mode})")
     started = time.monotonic()
     try:
         proc = subprocess.run(full, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired as exc:
         return {
             "impl": impl,
+            "mode": mode,
             "crashed": f"timed out after {timeout:.0f} s",
             "stderr": str(exc.stderr)[-2000:],
         }
-    (logs / f"{impl}-{rep + 1}.log").write_text(proc.stderr)
+    (logs / f"{impl}-{mode}-{rep + 1}.log").write_text(proc.stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        return {"impl": impl, "crashed": f"exit status {proc.returncode}", "stderr": proc.stderr[-2000:]}
+        return {
+            "impl": impl,
+            "mode": mode,
+            "crashed": f"exit status {proc.returncode}",
+            "stderr": proc.stderr[-2000:],
+        }
     data: dict[str, Any] = json.loads(lines[-1])
     data["impl"] = impl
+    data["mode"] = mode
     data["seconds"] = round(time.monotonic() - started, 2)
+    if mode != "pair":
+        data["na"] = {w: why for w, why in data.get("na", {}).items() if w in workloads}
+        data["na"].update({w: why for w, why in na.items() if w in cfg["workloads"]})
     return data
 
 
+def prefixed(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's results, metric names prefixed with its pairing (``host:seq_rps``)."""
+    p = PREFIX[run.get("mode", "pair")]
+    return {f"{p}{k}": v for k, v in run.get("results", {}).items()}
+
+
+def check_work(
+    runs: dict[str, list[dict[str, Any]]], cfg: dict[str, Any]
+) -> tuple[dict[str, dict[str, list[Any]]], list[str]]:
+    """Per column and (prefixed) workload, the counted work of each run; and every run whose
+    count differs from what the workload asks of every column (so counts equal across columns)."""
+    table: dict[str, dict[str, list[Any]]] = {}
+    mismatches: list[str] = []
+    for impl, impl_runs in runs.items():
+        for run in impl_runs:
+            if "crashed" in run:
+                continue
+            mode = run.get("mode", "pair")
+            workloads = cfg["workloads"] if mode == "pair" else SPLIT_WORKLOADS
+            skipped = set(run.get("na", {})) | set(run.get("errors", {}))
+            for w in workloads:
+                if w not in WORK_UNITS or w not in cfg["workloads"] or w in skipped:
+                    continue
+                unit, expected = WORK_UNITS[w]
+                got = run.get("work", {}).get(w, {}).get(unit)
+                table.setdefault(impl, {}).setdefault(f"{PREFIX[mode]}{w}", []).append(got)
+                if got != expected(cfg):
+                    mismatches.append(
+                        f"{impl} ({mode}) {w}: {unit} = {got}, every column must have {expected(cfg)}"
+                    )
+    return table, mismatches
+
+
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Median of each metric over the runs (booleans: all true)."""
+    """Median of each (prefixed) metric over the runs (booleans: all true)."""
     values: dict[str, list[Any]] = {}
     for run in runs:
-        for key, value in run.get("results", {}).items():
+        for key, value in prefixed(run).items():
             if value is not None:
                 values.setdefault(key, []).append(value)
     out: dict[str, Any] = {}
@@ -434,7 +613,11 @@ def render_markdown(header: list[str], table: list[list[str]]) -> str:
 def acp_note_lines(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """acp-driver's notes (how the ignored cancel resolved, the storm through the default API...),
     each distinct value once, in run order."""
-    notes = [r.get("notes", {}) for r in runs if "notes" in r]
+    notes = [
+        {f"{PREFIX[r.get('mode', 'pair')]}{k}": v for k, v in r["notes"].items()}
+        for r in runs
+        if "notes" in r
+    ]
     out = []
     for key in sorted({k for n in notes for k in n}):
         values = list(dict.fromkeys(str(n[key]) for n in notes if key in n))
@@ -483,6 +666,7 @@ def write_chart(
         (m, label, higher)
         for m, _w, label, higher in rows(cfg)
         if isinstance(results.get("ceiling", {}).get(m), (int, float))
+        and not isinstance(results["ceiling"][m], bool)
     ]
     series: dict[str, list[float | None]] = {}
     for impl in impls:
@@ -529,6 +713,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--workloads", default=None, help=f"comma-separated workloads (default: all of {','.join(WORKLOADS)})"
     )
+    parser.add_argument(
+        "--modes",
+        default=None,
+        help=f"comma-separated pairings (default: all of {','.join(MODES)}): pair = each host with its "
+        "own agent, host = each host with the ceiling agent, agent = the ceiling host with each agent",
+    )
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the whole result document to this file"
+    )
     parser.add_argument("--no-chart", action="store_true", help="do not draw docs/benchmarks.png")
     write = parser.add_mutually_exclusive_group()
     write.add_argument(
@@ -568,9 +761,14 @@ def main(argv: list[str] | None = None) -> int:
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:
         parser.error(f"unknown workload(s) {bad}; choose from {WORKLOADS}")
+    modes = MODES if opts.modes is None else [m.strip() for m in opts.modes.split(",") if m.strip()]
+    if [m for m in modes if m not in MODES]:
+        parser.error(f"unknown pairing(s) in {modes}; choose from {MODES}")
     repeat = opts.repeat if opts.repeat is not None else (1 if opts.quick else 3)
     cfg = dict(SIZES["quick" if opts.quick else "full"], workloads=workloads)
-    official = not opts.quick and impls == IMPLS and workloads == WORKLOADS and opts.src is None
+    official = (
+        not opts.quick and impls == IMPLS and workloads == WORKLOADS and modes == MODES and opts.src is None
+    )
     write_official = official if opts.write is None else opts.write
     command = "python3 benchmarks/run.py" + (
         "" if not (argv or sys.argv[1:]) else " " + shlex.join(argv or sys.argv[1:])
@@ -586,27 +784,34 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start']}; sizes: {json.dumps(cfg)}")
 
     timeout = 180.0 if opts.quick else 1200.0
+    round_jobs = jobs(impls, modes, impl_cmds)
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
     for rep in range(repeat):
-        for impl in impls:
-            cmd, env = impl_cmds[impl]
-            runs[impl].append(run_runner(impl, cmd, env, cfg, rep, timeout))
+        for job in round_jobs:
+            runs[job[0]].append(run_runner(job, cfg, rep, timeout))
 
     results = {impl: aggregate([r for r in runs[impl] if "crashed" not in r]) for impl in impls}
+    if "ceiling" in results:  # the ceiling pair is the reference of the host-only and agent-only rows
+        for key, value in list(results["ceiling"].items()):
+            for mode in ("host", "agent"):
+                results["ceiling"][f"{PREFIX[mode]}{key}"] = value
     status: dict[str, dict[str, str]] = {}
     problems: list[str] = []
     for impl in impls:
         st: dict[str, str] = {}
         for run in runs[impl]:
+            mode = run.get("mode", "pair")
             if "crashed" in run:
-                problems.append(f"{impl}: runner {run['crashed']}\n{run.get('stderr', '')}")
+                problems.append(f"{impl} ({mode}): runner {run['crashed']}\n{run.get('stderr', '')}")
                 continue
             for w in run.get("na", {}):
-                st[w] = "n/a"
+                st[f"{PREFIX[mode]}{w}"] = "n/a"
             for w, err in run.get("errors", {}).items():
-                st[w] = "error"
-                problems.append(f"{impl}: {w} failed:\n{err}")
+                st[f"{PREFIX[mode]}{w}"] = "error"
+                problems.append(f"{impl} ({mode}): {w} failed:\n{err}")
         status[impl] = st
+    work, mismatches = check_work(runs, cfg)
+    problems += [f"unequal work: {m}" for m in mismatches]
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
 
     header, table, verdicts = build_table(impls, results, status, cfg)
@@ -614,7 +819,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     na_notes = sorted(
         {
-            f"{impl}: {w}: {why}"
+            f"{impl} ({run.get('mode', 'pair')}): {w}: {why}"
             for impl in impls
             for run in runs[impl]
             for w, why in run.get("na", {}).items()
@@ -624,6 +829,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"n/a  {note}")
     for key, value in acp_note_lines(runs.get("acp-driver", [])):
         print(f"acp-driver {key}: {value}")
+    work_line = (
+        "work: every column did the same work in every row it ran (answers, updates, ids answered)"
+        if not mismatches
+        else f"work: UNEQUAL in {len(mismatches)} place(s): " + "; ".join(mismatches)
+    )
+    print(work_line)
     passed = sum(v == "PASS" for v in verdicts.values())
     print(
         f"\ntargets: {passed} PASS, {len(verdicts) - passed} FAIL   (ratios are acp-driver ÷ other; ↑ higher is better, ↓ lower is better)"
@@ -638,7 +849,10 @@ def main(argv: list[str] | None = None) -> int:
         "sizes": cfg,
         "repeat": repeat,
         "implementations": impls,
+        "modes": modes,
         "results": results,
+        "work": work,
+        "work_equal": not mismatches,
         "verdicts": verdicts,
         "status": status,
         "runs": runs,
@@ -664,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"- Medians of {repeat} runs per implementation (runs interleaved). Sizes: "
                 + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "workloads")
                 + ".",
+                f"- {work_line[0].upper()}{work_line[1:]}.",
                 f"- acp-driver targets: {passed} PASS, {len(verdicts) - passed} FAIL. Ratios are acp-driver ÷ other; "
                 "↑ rows: higher is better, ↓ rows: lower is better.",
                 "",
@@ -683,6 +898,8 @@ def main(argv: list[str] | None = None) -> int:
         if not opts.no_chart and "ceiling" in impls:
             write_chart(impls, results, cfg, WORK / "benchmarks-partial.png", "partial run")
 
+    if opts.json is not None:
+        opts.json.write_text(json.dumps(doc, indent=2) + "\n")
     for problem in problems:
         log("PROBLEM " + problem)
     return 1 if problems else 0

@@ -1,17 +1,31 @@
-"""Smoke test of the benchmark harness: ``benchmarks/run.py --quick`` for acp-driver and the ceiling.
+"""The benchmark harness: ``benchmarks/run.py --quick`` for acp-driver and the ceiling, every row
+printed, and the work counted by each runner equal across columns (issue 14, item 1).
 
 No network: with ``--only acp-driver,ceiling`` the harness installs nothing (it runs both with this
 interpreter and the repo's ``src``), and ``--no-chart --no-write`` leaves results.json and the docs
-alone.
+alone; ``--json`` puts the whole result document (work counts included) in a temporary file.
+One harness run (module fixture, a few seconds) serves every test here.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("bench_run", ROOT / "benchmarks" / "run.py")
+assert spec is not None
+assert spec.loader is not None
+harness = importlib.util.module_from_spec(spec)
+sys.modules["bench_run"] = harness
+spec.loader.exec_module(harness)
+
 WORKLOAD_ROWS = [
     "1. sequential round trips",
     "concurrent requests",
@@ -26,11 +40,19 @@ WORKLOAD_ROWS = [
     "7. agent RSS idle",
     "7. agent RSS after the load",
     "8. cancel storm",
+    "8. cancel storm: ledger empty",
     "9. ignored cancel",
+    "10. hung agent: cancel → SIGKILL → resolved",
+    "H1. host only ↔ ceiling agent",
+    "H8. host only ↔ ceiling agent: storm ledger empty",
+    "A1. agent only ↔ ceiling host",
+    "A8. agent only ↔ ceiling host: storm ledger empty",
 ]
 
 
-def test_quick_benchmark_runs_and_prints_every_workload() -> None:
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str, Any]]:
+    out_json = tmp_path_factory.mktemp("bench") / "results.json"
     proc = subprocess.run(
         [
             sys.executable,
@@ -40,6 +62,8 @@ def test_quick_benchmark_runs_and_prints_every_workload() -> None:
             "acp-driver,ceiling",
             "--no-chart",
             "--no-write",
+            "--json",
+            str(out_json),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -47,7 +71,11 @@ def test_quick_benchmark_runs_and_prints_every_workload() -> None:
         timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
+    return proc.stdout, proc.stderr, json.loads(out_json.read_text())
+
+
+def test_quick_benchmark_runs_and_prints_every_workload(quick_run: tuple[str, str, dict[str, Any]]) -> None:
+    out, err, _doc = quick_run
     header = out.splitlines()[0]
     for column in ("acp-driver", "ceiling", "PASS/FAIL"):
         assert column in header, out
@@ -56,5 +84,51 @@ def test_quick_benchmark_runs_and_prints_every_workload() -> None:
     assert out.count("concurrent requests") == 2, out
     table = out.split("\n\n", 1)[0]
     for line in table.splitlines()[2:]:
-        assert " error" not in line, f"a workload failed: {line}\n{proc.stderr}"
+        assert " error" not in line, f"a workload failed: {line}\n{err}"
     assert "targets:" in out
+    assert "work: every column did the same work" in out, out
+
+
+def test_every_column_does_the_same_work(quick_run: tuple[str, str, dict[str, Any]]) -> None:
+    """Requests answered, updates received, ids answered: the same in every column of every row,
+    and what the sizes ask for (so a column cannot skip work, nor all of them equally)."""
+    _out, _err, doc = quick_run
+    cfg = doc["sizes"]
+    work = doc["work"]
+    assert doc["work_equal"] is True
+    assert doc["modes"] == ["pair", "host", "agent"]
+    split = [f"{p}{w}" for p in ("host:", "agent:") for w in harness.SPLIT_WORKLOADS]
+    pair = ["seq", "conc1k", "conc10k", "stream", "cancel", "storm"]
+    assert set(work["ceiling"]) == set(pair)
+    assert set(work["acp-driver"]) == {*pair, "ignored", "hang", *split}
+    for key, counts in work["acp-driver"].items():
+        workload = key.split(":")[-1]
+        unit, expected = harness.WORK_UNITS[workload]
+        assert counts == [expected(cfg)], (key, unit, counts)
+        if workload in pair:
+            assert work["ceiling"][workload] == counts, (key, work["ceiling"][workload], counts)
+    # The storm's self-check ran after every answer and held in every column of every pairing.
+    results = doc["results"]
+    for impl in ("acp-driver", "ceiling"):
+        for prefix in ("", "host:", "agent:"):
+            assert results[impl][f"{prefix}storm_ledger_empty"] is True, (impl, prefix)
+
+
+def test_unequal_work_is_caught() -> None:
+    """The harness's own check: one column short of answers in one run is reported."""
+    cfg = dict(harness.SIZES["quick"], workloads=["seq", "stream"])
+    full = {"seq": {"answered": cfg["seq"]}, "stream": {"updates": cfg["stream"]}}
+    short = {"seq": {"answered": cfg["seq"]}, "stream": {"updates": cfg["stream"] - 1}}
+    runs = {
+        "ceiling": [{"mode": "pair", "work": full}],
+        "acp-driver": [{"mode": "pair", "work": full}, {"mode": "host", "work": short}],
+    }
+    table, mismatches = harness.check_work(runs, cfg)
+    assert table["acp-driver"]["host:stream"] == [cfg["stream"] - 1]
+    assert mismatches == [
+        f"acp-driver (host) stream: updates = {cfg['stream'] - 1}, every column must have {cfg['stream']}"
+    ]
+    runs["acp-driver"][1]["work"] = {"seq": full["seq"]}  # a count not reported is a mismatch too
+    assert harness.check_work(runs, cfg)[1] == [
+        f"acp-driver (host) stream: updates = None, every column must have {cfg['stream']}"
+    ]

@@ -4,7 +4,16 @@ A runner is started by ``benchmarks/run.py`` as ``RUNNER --config JSON``; it run
 it can against its own agent and prints ONE JSON object on its last stdout line::
 
     {"impl": "...", "results": {"seq_rps": 12345.6, ...}, "na": {"storm_ms": "why"},
-     "errors": {"stream_ups": "traceback tail"}, "notes": {...}}
+     "errors": {"stream_ups": "traceback tail"}, "notes": {...},
+     "work": {"seq": {"answered": 5000}, "stream": {"updates": 50000}, ...}}
+
+``work`` is what each workload actually did, counted by the runner as it happened (answers
+received and checked, updates seen by the application, ids answered at the wire): ``run.py``
+checks that every column did the same work (see ``WORK_UNITS`` there).
+
+The config may name the agent to drive instead of the runner's own (``agent``: an argv list,
+``echo``/``sleep``: its extension method names): that is how the host-only rows (every host
+drives the ceiling agent) and the agent-only rows (the ceiling host drives every agent) run.
 """
 
 from __future__ import annotations
@@ -22,6 +31,18 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 ECHO_PARAMS = {"text": "hello", "n": 0}
+HERE = os.path.dirname(os.path.abspath(__file__))
+CEILING_AGENT = os.path.join(HERE, "..", "peers", "ceiling_agent.py")
+
+
+def agent_override(cfg: dict[str, Any]) -> list[str] | None:
+    """The agent argv the config asks this host to drive (None: the runner's own agent)."""
+    argv = cfg.get("agent")
+    if argv is None:
+        return None
+    if argv == "ceiling":
+        return [sys.executable, CEILING_AGENT]
+    return [str(a) for a in argv]
 
 
 def parse_config() -> dict[str, Any]:
@@ -94,6 +115,7 @@ class Report:
         self.na: dict[str, str] = {}
         self.errors: dict[str, str] = {}
         self.notes: dict[str, Any] = {}
+        self.work: dict[str, dict[str, int]] = {}
         self.wanted: set[str] | None = set(cfg["workloads"]) if cfg.get("workloads") else None
 
     def want(self, workload: str) -> bool:
@@ -127,6 +149,7 @@ class Report:
             "na": self.na,
             "errors": self.errors,
             "notes": self.notes,
+            "work": self.work,
             "pid": os.getpid(),
         }
         print(json.dumps(out), flush=True)

@@ -1,6 +1,10 @@
 """Runner (e): the ceiling. A minimal asyncio + orjson NDJSON client <-> the minimal agent
 (``peers/ceiling_agent.py``) over the same kind of pipes: no framework, no validation, no ledger
 beyond a dict of futures. An upper bound for any Python implementation on this machine.
+
+The least work per request: each request is a bare future in that dict (no task, no coroutine),
+writes are coalesced once per loop iteration, lines are parsed and routed by hand. With
+``agent``/``echo``/``sleep`` in the config it drives another agent (the agent-only rows).
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import orjson
 from _common import (
+    CEILING_AGENT,
     ECHO_PARAMS,
     TRACING,
     Report,
+    agent_override,
     host_rss,
     median,
     mem_checkpoint,
@@ -29,8 +35,7 @@ from _common import (
     rss_mib,
 )
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-AGENT = [sys.executable, os.path.join(HERE, "..", "peers", "ceiling_agent.py")]
+AGENT = [sys.executable, CEILING_AGENT]
 dumps = orjson.dumps
 loads = orjson.loads
 
@@ -136,14 +141,17 @@ async def stop(proc: subprocess.Popen[bytes], client: Client) -> None:
 
 
 async def main() -> None:
+    global AGENT
     cfg = parse_config()
     rep = Report("ceiling", cfg)
+    AGENT = agent_override(cfg) or AGENT
     loop = asyncio.get_running_loop()
     proc, client = await start()
     rep.results["rss_host_idle_mib"] = host_rss()
     rep.results["rss_agent_idle_mib"] = rss_mib(proc.pid)
     sid = (await client.request("session/new", {"cwd": tempfile.gettempdir(), "mcpServers": []}))["sessionId"]
-    echo = "_bench/echo"
+    echo = cfg.get("echo", "_bench/echo")
+    sleep = cfg.get("sleep", "_bench/sleep")
     req = client.request
 
     for _ in range(cfg["warmup"]):
@@ -152,22 +160,30 @@ async def main() -> None:
 
     async def seq() -> dict[str, float]:
         n = cfg["seq"]
+        answered = 0
         t0 = now()
         for _ in range(n):
-            await req(echo, ECHO_PARAMS)
-        return {"seq_rps": n / (now() - t0)}
+            answer = await req(echo, ECHO_PARAMS)
+            answered += answer == ECHO_PARAMS
+        elapsed = now() - t0
+        rep.work["seq"] = {"answered": answered}
+        return {"seq_rps": n / elapsed}
 
-    async def concurrent(key: str, size: int, rounds: int) -> dict[str, float]:
+    async def concurrent(workload: str, key: str, size: int, rounds: int) -> dict[str, float]:
+        send = client.request_future
+        answered = 0
         t0 = now()
         for _ in range(rounds):
-            calls = [asyncio.ensure_future(req(echo, ECHO_PARAMS)) for _ in range(size)]
+            # Bare futures: the least work a caller can do (no task, no coroutine per request).
+            calls = [send(echo, ECHO_PARAMS)[1] for _ in range(size)]
             if TRACING:
                 await asyncio.sleep(0)
                 mem_checkpoint(f"{key}_in_flight", rep.notes)
             answers = await asyncio.gather(*calls)
-            assert len(answers) == size
-            assert answers[-1] == ECHO_PARAMS
-        return {key: size * rounds / (now() - t0)}
+            answered += answers.count(ECHO_PARAMS)
+        elapsed = now() - t0
+        rep.work[workload] = {"answered": answered}
+        return {key: size * rounds / elapsed}
 
     def prompt(text: str) -> asyncio.Future[Any]:
         return loop.create_task(
@@ -189,11 +205,12 @@ async def main() -> None:
         elapsed = now() - t0
         client.on_update = None
         assert result["stopReason"] == "end_turn", result
-        assert count == n, (count, n)
+        rep.work["stream"] = {"updates": count}
         return {"stream_ups": n / elapsed}
 
     async def cancel() -> dict[str, float]:
         samples = []
+        cancelled = 0
         for _ in range(cfg["cancel"]):
             started = loop.create_future()
             client.on_update = lambda _p, f=started: f.done() or f.set_result(None)
@@ -203,39 +220,43 @@ async def main() -> None:
             client.notify("session/cancel", {"sessionId": sid})
             result = await turn
             samples.append((now() - t0) * 1000)
-            assert result["stopReason"] == "cancelled", result
+            cancelled += result["stopReason"] == "cancelled"
         client.on_update = None
+        rep.work["cancel"] = {"cancelled": cancelled}
         return {"cancel_p50_ms": percentile(samples, 50), "cancel_p99_ms": percentile(samples, 99)}
 
     async def storm() -> dict[str, float | bool]:
         n = cfg["storm"]
-        ids = []
-        for _ in range(n):
-            rid, _fut = client.request_future("_bench/sleep", {"ms": 60000})
-            ids.append(rid)
-        await req(echo, {"barrier": True})
-        waiting = set(ids)
+        futs = [client.request_future(sleep, {"ms": 60000}) for _ in range(n)]
+        await req(echo, {"barrier": True})  # answered after the agent read all n
+        answered: set[Any] = set()
         all_answered = loop.create_future()
 
         def on_response(msg: dict[str, Any]) -> None:
-            waiting.discard(msg.get("id"))
-            if not waiting and not all_answered.done():
-                all_answered.set_result(None)
+            if msg.get("error", {}).get("code") == -32800:
+                answered.add(msg.get("id"))
+                if len(answered) == n and not all_answered.done():
+                    all_answered.set_result(None)
 
         client.on_response = on_response
         t0 = now()
-        for rid in ids:  # the callers give up: drop the future, ask the agent to cancel
-            fut = client.pending.pop(rid)
+        for rid, fut in futs:  # the callers give up: cancel the future, ask the agent to stop
             fut.cancel()
             client.notify("$/cancel_request", {"requestId": rid})
+        # Each entry stays in the ledger until its answer arrives (data_received pops it).
         await asyncio.wait_for(all_answered, 30)
         elapsed = now() - t0
         client.on_response = None
+        rep.work["storm"] = {"ids_answered": len(answered & {rid for rid, _f in futs})}
         return {"storm_ms": elapsed * 1000, "storm_ledger_empty": not client.pending}
 
     await rep.measure("seq", seq)
-    await rep.measure("conc1k", lambda: concurrent("conc1k_rps", cfg["conc1k"], cfg["conc1k_rounds"]))
-    await rep.measure("conc10k", lambda: concurrent("conc10k_rps", cfg["conc10k"], cfg["conc10k_rounds"]))
+    await rep.measure(
+        "conc1k", lambda: concurrent("conc1k", "conc1k_rps", cfg["conc1k"], cfg["conc1k_rounds"])
+    )
+    await rep.measure(
+        "conc10k", lambda: concurrent("conc10k", "conc10k_rps", cfg["conc10k"], cfg["conc10k_rounds"])
+    )
     await rep.measure("stream", stream)
     await rep.measure("cancel", cancel)
     await rep.measure("storm", storm)
@@ -254,6 +275,7 @@ async def main() -> None:
 
     await rep.measure("cold", cold)
     rep.not_applicable("ignored", "no cancel ladder")
+    rep.not_applicable("hang", "no cancel ladder")
     rep.emit()
 
 

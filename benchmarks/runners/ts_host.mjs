@@ -42,8 +42,10 @@ const median = (values) => {
 
 const hooks = { onUpdate: null };
 
+// The agent to drive: the config's `agent` argv (host-only rows: the ceiling agent), else ours.
+const agentArgv = Array.isArray(cfg.agent) ? cfg.agent : [process.execPath, AGENT];
 async function start() {
-  const child = spawn(process.execPath, [AGENT], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+  const child = spawn(agentArgv[0], agentArgv.slice(1), { stdio: ["pipe", "pipe", "inherit"], env: process.env });
   const exited = new Promise((resolve) => child.once("exit", resolve));
   const stream = acp.ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
   const app = acp.client({ name: "bench-client" }).onNotification("session/update", (ctx) => {
@@ -66,6 +68,7 @@ const results = {};
 const na = {};
 const errors = {};
 const notes = { sdk_version: VERSION };
+const work = {};
 
 async function measure(workload, fn) {
   if (!want(workload)) return;
@@ -91,20 +94,26 @@ await Promise.all(Array.from({ length: cfg.warmup }, () => echo(ECHO_PARAMS)));
 await measure("seq", async () => {
   const n = cfg.seq;
   const t0 = now();
-  for (let i = 0; i < n; i++) await echo(ECHO_PARAMS);
-  return { seq_rps: n / ((now() - t0) / 1000) };
+  let answered = 0;
+  for (let i = 0; i < n; i++) if ((await echo(ECHO_PARAMS)).text === "hello") answered++;
+  const elapsed = (now() - t0) / 1000;
+  work.seq = { answered };
+  return { seq_rps: n / elapsed };
 });
 
-const concurrent = (key, size, rounds) => async () => {
+const concurrent = (workload, key, size, rounds) => async () => {
+  let answered = 0;
   const t0 = now();
   for (let r = 0; r < rounds; r++) {
     const answers = await Promise.all(Array.from({ length: size }, () => echo(ECHO_PARAMS)));
-    if (answers.length !== size || answers[size - 1].text !== "hello") throw new Error("bad answers");
+    answered += answers.filter((a) => a.text === "hello" && a.n === 0).length;
   }
-  return { [key]: (size * rounds) / ((now() - t0) / 1000) };
+  const elapsed = (now() - t0) / 1000;
+  work[workload] = { answered };
+  return { [key]: (size * rounds) / elapsed };
 };
-await measure("conc1k", concurrent("conc1k_rps", cfg.conc1k, cfg.conc1k_rounds));
-await measure("conc10k", concurrent("conc10k_rps", cfg.conc10k, cfg.conc10k_rounds));
+await measure("conc1k", concurrent("conc1k", "conc1k_rps", cfg.conc1k, cfg.conc1k_rounds));
+await measure("conc10k", concurrent("conc10k", "conc10k_rps", cfg.conc10k, cfg.conc10k_rounds));
 
 const prompt = (text) => agent.request("session/prompt", { sessionId: sid, prompt: [{ type: "text", text }] });
 
@@ -116,12 +125,14 @@ await measure("stream", async () => {
   const result = await prompt(`/stream ${n} 0`);
   const elapsed = (now() - t0) / 1000;
   hooks.onUpdate = null;
-  if (result.stopReason !== "end_turn" || count !== n) throw new Error(`stream: ${JSON.stringify(result)} count=${count}`);
+  if (result.stopReason !== "end_turn") throw new Error(`stream: ${JSON.stringify(result)}`);
+  work.stream = { updates: count };
   return { stream_ups: n / elapsed };
 });
 
 await measure("cancel", async () => {
   const samples = [];
+  let cancelled = 0;
   for (let i = 0; i < cfg.cancel; i++) {
     let started;
     const startedP = new Promise((resolve) => (started = resolve));
@@ -132,9 +143,10 @@ await measure("cancel", async () => {
     await agent.notify("session/cancel", { sessionId: sid });
     const result = await turn;
     samples.push(now() - t0);
-    if (result.stopReason !== "cancelled") throw new Error(`cancel: ${JSON.stringify(result)}`);
+    if (result.stopReason === "cancelled") cancelled++;
   }
   hooks.onUpdate = null;
+  work.cancel = { cancelled };
   return { cancel_p50_ms: percentile(samples, 50), cancel_p99_ms: percentile(samples, 99) };
 });
 
@@ -148,8 +160,9 @@ await measure("storm", async () => {
   const settled = await Promise.allSettled(calls); // each settles with the agent's answer (-32800)
   const elapsed = now() - t0;
   const cancelled = settled.filter((s) => s.status === "rejected" && s.reason?.code === -32800).length;
-  notes["storm_answered_-32800"] = `${cancelled}/${n}`;
-  return { storm_ms: elapsed, storm_ledger_empty: cancelled === n };
+  work.storm = { ids_answered: cancelled };
+  // No ledger to inspect through the SDK's API: storm_ledger_empty is not reported.
+  return { storm_ms: elapsed };
 });
 
 results.rss_host_load_mib = rssMib();
@@ -167,6 +180,7 @@ await measure("cold", async () => {
   return { cold_start_ms: median(samples) };
 });
 if (want("ignored")) na.ignored = "no cancel ladder in the SDK";
+if (want("hang")) na.hang = "no cancel ladder in the SDK";
 
-console.log(JSON.stringify({ impl: `ts-${VERSION}`, results, na, errors, notes, pid: process.pid }));
+console.log(JSON.stringify({ impl: `ts-${VERSION}`, results, na, errors, notes, work, pid: process.pid }));
 process.exit(0);
