@@ -90,6 +90,26 @@ MUTATIONS = [
         ("tests/driver/test_ladder_fake_time.py",),
     ),
     Mutation(
+        "cleanup-not-refused",
+        "an agent cleaning up during a cancel is not refused (terminal output/wait/kill/release)",
+        "driver/_routing.py",
+        "        if turn is None or method in CLEANUP_METHODS:",
+        "        if turn is None:",
+        (
+            "tests/driver/test_ladder_fake_time.py::test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled",
+        ),
+    ),
+    Mutation(
+        "cleanup-terminals-kept",
+        "a cancelled turn's terminals are killed at once but kept for the agent's cleanup",
+        "driver/_turn.py",
+        '            kill_owner = getattr(terminals, "kill_owner", None)',
+        "            kill_owner = None",
+        (
+            "tests/driver/test_ladder_fake_time.py::test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled",
+        ),
+    ),
+    Mutation(
         "answer-once",
         "JSON-RPC: a request is answered at most once (the ledger refuses a second answer)",
         "core/_ledger.py",

@@ -14,10 +14,12 @@ from typing import Any
 import orjson
 
 from acp_driver.driver import ClientServices, LadderPolicy, PromptTurn, Resolution, Rung
+from acp_driver.services import LocalTerminals
 
 from ..fakeclock import FakeClock
+from ..procs import wait_group_gone
 from ..waiting import eventually
-from ._helpers import close_and_check, reference, running
+from ._helpers import close_and_check, reference, running, script
 
 BUDGET = 8.0
 T0 = 1000.0
@@ -192,4 +194,33 @@ async def test_a_permission_request_after_the_cancel_is_answered_cancelled(tmp_p
         assert outcome.steps == ("session_cancel",)
         assert outcome.resolution is Resolution.COMPLETED
         assert outcome.stop_reason == "end_turn"
+        await close_and_check(agent)
+
+
+async def test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled(tmp_path: Path) -> None:
+    # The host kills the turn's terminals at once but keeps them until the turn ends: the
+    # agent's terminal/output, wait_for_exit, kill and release are answered normally.
+    clock = FakeClock(T0)
+    terminals = LocalTerminals()
+    reports: list[dict[str, Any]] = []
+    async with (
+        asyncio.timeout(60),
+        running(
+            script("cleanup_on_cancel"),
+            ladder=LadderPolicy(budget=BUDGET),
+            clock=clock,
+            services=ClientServices(terminals=terminals),
+        ) as agent,
+    ):
+        agent.connection.on_notification("_cleanup/report", reports.append)
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("go")
+        await started(turn)
+        [terminal] = terminals.terminals.values()
+        outcome = await turn.cancel()
+        assert reports == [{"output": "ok", "wait_for_exit": "ok", "kill": "ok", "release": "ok"}]
+        assert outcome.resolution is Resolution.CANCELLED
+        assert outcome.resolved_by == "session_cancel"
+        assert terminals.terminals == {}  # released by the agent (or at the turn's end)
+        await wait_group_gone(terminal.pgid)
         await close_and_check(agent)

@@ -30,7 +30,12 @@ class FileSystemService(Protocol):
 
 
 class TerminalService(Protocol):
-    """Serves the ``terminal/*`` methods. ``owner`` is the turn (or session) a terminal belongs to."""
+    """Serves the ``terminal/*`` methods. ``owner`` is the turn (or session) a terminal belongs to.
+
+    Optionally ``async def kill_owner(owner)``: kill the owner's terminals but keep them, so the
+    agent's cleanup calls still work while its cancelled turn unwinds (they are released when
+    the turn ends). Without it, a cancelled turn's terminals are released at once.
+    """
 
     async def create(self, session: RemoteSession, owner: object, params: dict[str, Any]) -> str: ...
 
@@ -43,7 +48,7 @@ class TerminalService(Protocol):
     async def release(self, session: RemoteSession, terminal_id: str) -> None: ...
 
     async def release_owner(self, owner: object) -> None:
-        """Kill and release every terminal ``owner`` created (its turn was cancelled, its session closed)."""
+        """Kill and release every terminal ``owner`` created (its turn ended cancelled, its session closed)."""
         ...
 
     async def aclose(self) -> None:

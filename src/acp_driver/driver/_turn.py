@@ -74,6 +74,7 @@ class PromptTurn:
         self.incoming: dict[Any, tuple[str, asyncio.Task[Any]]] = {}
         """The agent's requests being served as work of this turn: id -> (method, task)."""
         self._release_task: asyncio.Task[Any] | None = None
+        self._kill_task: asyncio.Task[Any] | None = None
         answer = self._send_prompt()
         self._task = asyncio.get_running_loop().create_task(self._run(answer), name=f"prompt {session.id}")
 
@@ -265,7 +266,13 @@ class PromptTurn:
             task.cancel("turn cancelled")
         terminals = self.agent.services.terminals
         if terminals is not None:
-            self._release_terminals(terminals)
+            # Killed now; released when the turn ends, so that the agent's cleanup (terminal
+            # output, wait_for_exit, kill, release) still works while it unwinds.
+            kill_owner = getattr(terminals, "kill_owner", None)
+            if kill_owner is None:
+                self._release_terminals(terminals)
+            elif self._kill_task is None:
+                self._kill_task = self.agent.spawn(kill_owner(self), "kill terminals of the turn")
 
     def _finish(
         self, stop_reason: str | None, resolution: Resolution, error: RpcError | None, now: float

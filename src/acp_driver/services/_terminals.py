@@ -508,6 +508,19 @@ class LocalTerminals:
         ]
         await self._release_all(mine)
 
+    async def kill_owner(self, owner: object) -> None:
+        """Kill every terminal of ``owner`` (its turn is being cancelled) but keep them: the agent
+        may still read their output, wait for their exit and release them while it cleans up."""
+        mine = [
+            t
+            for t in self.terminals.values()
+            if t.owner is owner or getattr(t.owner, "session", None) is owner
+        ]
+        results = await asyncio.gather(*(t.stop(self.kill_grace) for t in mine), return_exceptions=True)
+        for terminal, result in zip(mine, results, strict=True):
+            if isinstance(result, BaseException):
+                logger.error("killing terminal %s failed: %r", terminal.id, result)
+
     async def aclose(self) -> None:
         """Kill and release everything; no new terminal afterwards."""
         self.closed = True
