@@ -58,6 +58,8 @@ class Probe:
     session_id: str | None = None
     agent_info: dict[str, Any] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    auth: str | None = None
+    """``--auth``: the ``authenticate`` method id sent after ``initialize``."""
 
     async def start(self) -> None:
         self.process = ProcessGroup.spawn(self.argv, cwd=self.cwd)
@@ -117,6 +119,8 @@ class Probe:
     async def ready(self) -> str:
         await self.start()
         await self.initialize()
+        if self.auth is not None:
+            await self.request(p.AUTHENTICATE, {"methodId": self.auth})
         return await self.new_session()
 
     def notify(self, method: str, params: Any) -> None:
@@ -459,7 +463,7 @@ async def _audit(
     results: list[CheckResult] = []
     info: dict[str, Any] = {}
     for check in CHECKS:
-        probe = Probe(argv, cwd, opts.timeout)
+        probe = Probe(argv, cwd, opts.timeout, auth=opts.auth)
         started = time.monotonic()
         try:
             async with asyncio.timeout(opts.timeout * 4 + 5):

@@ -6,8 +6,10 @@ import argparse
 import logging
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from .. import __version__
 
@@ -24,7 +26,7 @@ EXIT_CHECK_FAILED = 5
 EXIT_TIMEOUT = 124
 """``--turn-timeout`` cancelled the turn."""
 EXIT_INTERRUPTED = 130
-"""Ctrl-C cancelled the turn."""
+"""Ctrl-C cancelled the turn (128 + SIGINT; any signal N that ends a command gives 128 + N)."""
 
 MAIN_EPILOG = """\
 examples:
@@ -37,6 +39,7 @@ examples:
   acp-driver agent --behavior ignore-cancel       a misbehaving agent to test hosts against
 
 exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ctrl-C cancelled it;
+  128+N signal N (SIGTERM 143, SIGHUP 129) ended the command, like Ctrl-C;
   1 the agent failed to start or a protocol error; 2 usage; 3 the agent exited mid-turn;
   4 the agent answered with an error; 5 check: a MUST rule failed.
 """
@@ -81,8 +84,19 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     decide.add_argument(
         "--deny", action="store_true", help="deny every permission request (the default off a TTY)"
     )
+    _add_auth(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
+
+
+def _add_auth(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--auth",
+        metavar="METHOD_ID",
+        default=None,
+        help="authenticate with this of the agent's authMethods before the session "
+        "(an agent that answers 'Authentication required' names the methods it offers)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit nonzero when any MUST, SHOULD or MAY rule fails (not only MUST)",
     )
     check.add_argument("--cwd", metavar="DIR", default=None, help="the sessions' working directory")
+    _add_auth(check)
     check.add_argument(
         "agent_command", nargs=argparse.REMAINDER, help="-- AGENT_CMD... (default: reference agent)"
     )
@@ -208,9 +223,33 @@ def cli_main(argv: Sequence[str]) -> int:
         if command and command[0] == "--":
             command = command[1:]
         cwd = os.path.abspath(opts.cwd or os.getcwd())
-        from ._check import check_command
 
-        code: int = check_command(opts, command or _agent_argv(None), cwd)
-        return code
+        return _check_obeying_signals(opts, command or _agent_argv(None), cwd)
     parser.print_help()
     return EXIT_USAGE
+
+
+def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str) -> int:
+    """``check`` with SIGTERM and SIGHUP behaving like Ctrl-C: the audit is cancelled (its
+    ``finally`` reaps the agent under audit) and the command exits with 128 + the signal."""
+    from ._check import check_command
+
+    received: list[int] = []
+
+    def like_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)  # asyncio.run's: cancels the main task
+        if callable(handler):
+            handler(signum, frame)
+        else:  # pragma: no cover - SIGINT ignored by whoever started us
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, like_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        code: int = check_command(opts, argv, cwd)
+        return code
+    except KeyboardInterrupt:
+        return 128 + (received[0] if received else signal.SIGINT)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
