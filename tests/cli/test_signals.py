@@ -1,0 +1,196 @@
+"""Every signal, at every moment of a command: SIGINT, SIGTERM and SIGHUP to the real CLI process
+while the agent starts, while a turn runs, at the chat prompt and while the CLI shuts down.
+
+Each test checks the exit code (128 + the signal), that no traceback is printed, and that the
+agent (and the turn's terminal) is gone afterwards. The agents are real processes: the bundled
+reference agent and ``agents/stub.py``, which misbehaves on demand (ignores stdin EOF or SIGTERM,
+never answers ``initialize``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..procs import pid_alive
+
+CLI = [sys.executable, "-m", "acp_driver"]
+STUB = Path(__file__).parent / "agents" / "stub.py"
+
+
+def stub(*options: str) -> str:
+    return " ".join([sys.executable, str(STUB), *options])
+
+
+def spawn_cli(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
+    env = {**os.environ, "NO_COLOR": "1"}
+    return subprocess.Popen(
+        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin, text=True, env=env
+    )
+
+
+def read_events(proc: subprocess.Popen[str], until: Any) -> list[dict[str, Any]]:
+    """JSON lines from the CLI's stdout until ``until(event)``."""
+    assert proc.stdout is not None
+    events: list[dict[str, Any]] = []
+    while True:
+        line = proc.stdout.readline()
+        assert line, f"the CLI ended before the expected event; got {events}"
+        events.append(json.loads(line))
+        if until(events[-1]):
+            return events
+
+
+def wait_for_file(path: Path, proc: subprocess.Popen[str], timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"the CLI exited early: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.01)
+    return path.read_text()
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return out, err
+
+
+def gone(pid: int, timeout: float = 10) -> bool:
+    """Whether ``pid`` is gone (or a zombie), polling up to ``timeout``; killed if not."""
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() >= deadline:
+            os.kill(pid, signal.SIGKILL)
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def group_gone(pgid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            os.killpg(pgid, signal.SIGKILL)
+            return False
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_cancel_the_turn_like_ctrl_c(sig: signal.Signals, tmp_path: Path) -> None:
+    """The turn is cancelled through the ladder, its terminal killed, the agent reaped; 128+N.
+
+    The agent's terminal is a shell line without ``args`` (as Claude Code's adapters send)."""
+    pidfile = tmp_path / "terminal.pid"
+    agent = stub("--terminal", f"'echo $$ > {pidfile}; exec tail -f /dev/null'")
+    proc = spawn_cli("run", "--json", "--agent", agent, "x")
+    events = read_events(proc, lambda e: e["type"] == "update")  # "terminal started"
+    terminal = int(wait_for_file(pidfile, proc))
+    assert pid_alive(terminal)
+    proc.send_signal(sig)
+    out, err = finish(proc)
+    events += [json.loads(line) for line in out.splitlines()]
+    assert proc.returncode == 128 + sig, err
+    assert {"type": "cancel", "reason": sig.name} in events
+    assert events[-1]["type"] == "result"
+    assert events[-1]["resolution"] == "cancelled"
+    assert "Traceback" not in err
+    agent_pid = next(e["pid"] for e in events if e["type"] == "agent")
+    assert group_gone(agent_pid)
+    assert group_gone(terminal)  # the terminal's whole process group
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_agent_initializes_aborts_at_once(sig: signal.Signals, tmp_path: Path) -> None:
+    """The agent never answers ``initialize`` and ignores stdin EOF: the CLI does not wait for
+    the 30 s initialize timeout; it exits 128+N at once and the agent is gone."""
+    pidfile = tmp_path / "agent.pid"
+    proc = spawn_cli(
+        "run", "--agent", stub("--hang-initialize", "--ignore-eof", "--pidfile", str(pidfile)), "x"
+    )
+    agent = int(wait_for_file(pidfile, proc))
+    proc.send_signal(sig)
+    _out, err = finish(proc, timeout=25)  # well under the 30 s initialize timeout
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err
+    assert gone(agent)
+
+
+def test_ctrl_c_during_shutdown_never_orphans_the_agent(tmp_path: Path) -> None:
+    """After the turn the CLI closes the agent's stdin and waits; this agent ignores EOF and
+    SIGTERM. A Ctrl-C then must not interrupt the shutdown: no traceback, the agent is killed."""
+    pidfile = tmp_path / "agent.pid"
+    agent_cmd = stub("--ignore-eof", "--ignore-term", "--pidfile", str(pidfile))
+    proc = spawn_cli("run", "--json", "--agent", agent_cmd, "hello")
+    read_events(proc, lambda e: e["type"] == "result")
+    agent = int(pidfile.read_text())
+    wait_for_file(Path(f"{pidfile}.eof"), proc)  # the CLI is shutting the agent down
+    proc.send_signal(signal.SIGINT)
+    _out, err = finish(proc)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert gone(agent)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_chat_ends_on_a_signal_at_the_prompt(sig: signal.Signals, tmp_path: Path) -> None:
+    pidfile = tmp_path / "agent.pid"
+    proc = spawn_cli(
+        "chat", "--agent", stub("--ignore-eof", "--pidfile", str(pidfile)), stdin=subprocess.PIPE
+    )
+    assert proc.stdin is not None
+    proc.stdin.write("first\n")
+    proc.stdin.flush()
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "first\n"  # a turn ran; the chat waits for the next line
+    agent = int(pidfile.read_text())
+    proc.send_signal(sig)
+    _out, err = finish(proc)
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err
+    assert gone(agent)
+
+
+def test_sigterm_during_a_chat_turn_cancels_it_and_ends_the_chat(tmp_path: Path) -> None:
+    pidfile = tmp_path / "agent.pid"
+    proc = spawn_cli("chat", "--agent", stub("--pidfile", str(pidfile)), stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    proc.stdin.write("/sleep\n")
+    proc.stdin.flush()
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "sleeping\n"  # the turn runs
+    agent = int(pidfile.read_text())
+    proc.send_signal(signal.SIGTERM)
+    _out, err = finish(proc)
+    assert proc.returncode == 143, err
+    assert "cancelling the turn (SIGTERM)" in err
+    assert "turn cancelled" in err
+    assert "Traceback" not in err
+    assert gone(agent)
+
+
+def test_check_obeys_sigterm(tmp_path: Path) -> None:
+    """``check`` mid-audit: the audit is cancelled, its agent reaped, exit 143, no traceback."""
+    pidfile = tmp_path / "agent.pid"
+    proc = spawn_cli("check", "--json", "--", *stub("--ignore-eof", "--pidfile", str(pidfile)).split())
+    agent = int(wait_for_file(pidfile, proc))
+    proc.send_signal(signal.SIGTERM)
+    _out, err = finish(proc)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert gone(agent)
