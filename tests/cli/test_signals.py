@@ -117,11 +117,14 @@ def test_sigterm_and_sighup_cancel_the_turn_like_ctrl_c(sig: signal.Signals, tmp
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_the_agent_initializes_aborts_at_once(sig: signal.Signals, tmp_path: Path) -> None:
-    """The agent never answers ``initialize`` and ignores stdin EOF: the CLI does not wait for
-    the 30 s initialize timeout; it exits 128+N at once and the agent is gone."""
+    """The agent never answers ``initialize`` and ignores stdin EOF and SIGTERM: the CLI does not
+    wait for the 30 s initialize timeout; it exits 128+N at once and the agent is gone."""
     pidfile = tmp_path / "agent.pid"
     proc = spawn_cli(
-        "run", "--agent", stub("--hang-initialize", "--ignore-eof", "--pidfile", str(pidfile)), "x"
+        "run",
+        "--agent",
+        stub("--hang-initialize", "--ignore-eof", "--ignore-term", "--pidfile", str(pidfile)),
+        "x",
     )
     agent = int(wait_for_file(pidfile, proc))
     proc.send_signal(sig)
@@ -194,3 +197,44 @@ def test_check_obeys_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 143, err
     assert "Traceback" not in err
     assert gone(agent)
+
+
+def test_closing_the_terminal_window_mid_turn(tmp_path: Path) -> None:
+    """The real SIGHUP: the CLI runs on a pseudo-terminal that it controls, and the terminal goes
+    away mid-turn. The kernel sends SIGHUP; every write to the terminal fails from then on. The
+    turn is still cancelled, the agent reaped, and the exit code is 129."""
+    import fcntl
+    import pty
+    import termios
+
+    pidfile = tmp_path / "agent.pid"
+    leader, follower = pty.openpty()
+
+    def controlling_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    env = {**os.environ, "NO_COLOR": "1", "TERM": "xterm"}
+    proc = subprocess.Popen(
+        [*CLI, "run", "--agent", stub("--pidfile", str(pidfile)), "/sleep"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        env=env,
+        start_new_session=True,
+        preexec_fn=controlling_terminal,
+    )
+    os.close(follower)
+    seen = b""
+    try:
+        while b"sleeping" not in seen:
+            seen += os.read(leader, 65536)
+    finally:
+        os.close(leader)  # the window closes: SIGHUP to the CLI, its terminal is gone
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert code == 129
+    assert gone(int(pidfile.read_text()))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
@@ -39,8 +40,6 @@ class StdinLines:
         self._loop.add_reader(self._fd, self._readable)
 
     def _readable(self) -> None:
-        import os
-
         try:
             data = os.read(self._fd, 65536)
         except OSError:
@@ -186,6 +185,8 @@ class Controller:
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
         self._installed: list[int] = []
+        self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
+        """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
 
     # ------------------------------------------------------------------ installation
 
@@ -243,7 +244,7 @@ class Controller:
 
     def on_signal(self, signum: int) -> None:
         if signum == signal.SIGHUP:
-            _detach_from_terminal()
+            _detach(self._on_terminal)
         turn = self.turn
         if self.phase == "turn" and turn is not None and not turn.done:
             if not (self.chat and signum == signal.SIGINT):
@@ -287,19 +288,24 @@ class Controller:
             what(*args)
 
 
-def _detach_from_terminal() -> None:
-    """SIGHUP: the terminal is gone; what was on it (stdin, stdout, stderr) reads and writes nothing."""
-    import os
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
 
+
+def _detach(fds: list[int]) -> None:
+    """SIGHUP: the terminal is gone; ``fds`` that were on it now read and write nothing (a write
+    to a hung-up terminal fails, and would stop the cancel and the shutdown half-way)."""
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
     except OSError:
         return
     try:
-        for fd in (0, 1, 2):
+        for fd in fds:
             with contextlib.suppress(OSError):
-                if os.isatty(fd):
-                    os.dup2(devnull, fd)
+                os.dup2(devnull, fd)
     finally:
         os.close(devnull)
 
