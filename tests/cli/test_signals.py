@@ -238,3 +238,36 @@ def test_closing_the_terminal_window_mid_turn(tmp_path: Path) -> None:
             proc.wait()
     assert code == 129
     assert gone(int(pidfile.read_text()))
+
+
+def test_no_traceback_on_ctrl_c_while_run_reads_its_prompt() -> None:
+    """``run`` without PROMPT reads stdin first (no agent yet): Ctrl-C there exits 130 quietly."""
+    proc = spawn_cli("run", stdin=subprocess.PIPE)
+    wchan = Path(f"/proc/{proc.pid}/wchan")
+    deadline = time.monotonic() + 60
+    try:
+        while "pipe_read" not in wchan.read_text():  # blocked reading the prompt from stdin
+            if time.monotonic() > deadline:
+                pytest.skip(f"cannot tell when the CLI reads stdin (wchan: {wchan.read_text()!r})")
+            time.sleep(0.01)
+    except OSError:
+        pytest.skip("no /proc/PID/wchan")
+    proc.send_signal(signal.SIGINT)
+    _out, err = finish(proc)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert err == ""
+
+
+def test_no_traceback_on_ctrl_c_to_the_reference_agent() -> None:
+    proc = spawn_cli("agent", stdin=subprocess.PIPE)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}
+    proc.stdin.write(json.dumps(request) + "\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1  # serving
+    proc.send_signal(signal.SIGINT)
+    _out, err = finish(proc)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
