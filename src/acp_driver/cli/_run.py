@@ -419,17 +419,20 @@ async def _started(controller: Controller, starting: Awaitable[RemoteSession]) -
     """Run the start as its own task (so a signal can abort it); a session or an exit code."""
     startup: asyncio.Task[RemoteSession] = asyncio.ensure_future(starting)
     controller.startup = startup
+    session: RemoteSession | None = None
     try:
         session = await startup
     except StartFailed as failed:
         return failed.code
     except asyncio.CancelledError:
-        if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+        if asyncio.current_task().cancelling() or controller.signum is None:  # type: ignore[union-attr]
             raise
-        return codes.EXIT_INTERRUPTED  # aborted by a signal: exit_code() gives 128 + signum
-    if controller.signum is not None:  # a signal came as the start completed
-        return codes.EXIT_INTERRUPTED
-    return session
+    if controller.signum is None and session is not None:
+        return session
+    # Aborted by a signal (or one came as the start completed): exit_code() gives 128 + signum.
+    what = "Ctrl-C" if controller.signum == signal.SIGINT else signal_name(controller.signum)
+    controller._say(controller.output.error, f"{what} while the agent was starting: aborted")
+    return codes.EXIT_INTERRUPTED
 
 
 async def _close(controller: Controller, output: Output, services: ClientServices) -> None:
