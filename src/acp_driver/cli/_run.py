@@ -427,10 +427,11 @@ async def _started(controller: Controller, starting: Awaitable[RemoteSession]) -
     except asyncio.CancelledError:
         if asyncio.current_task().cancelling() or controller.signum is None:  # type: ignore[union-attr]
             raise
-    if controller.signum is None and session is not None:
+    signum = controller.signum
+    if signum is None and session is not None:
         return session
     # Aborted by a signal (or one came as the start completed): exit_code() gives 128 + signum.
-    what = "Ctrl-C" if controller.signum == signal.SIGINT else signal_name(controller.signum)
+    what = "Ctrl-C" if signum in (None, signal.SIGINT) else signal_name(signum)
     controller._say(controller.output.error, f"{what} while the agent was starting: aborted")
     return codes.EXIT_INTERRUPTED
 
