@@ -144,10 +144,12 @@ def test_ctrl_c_during_shutdown_never_orphans_the_agent(tmp_path: Path) -> None:
     agent = int(pidfile.read_text())
     wait_for_file(Path(f"{pidfile}.eof"), proc)  # the CLI is shutting the agent down
     proc.send_signal(signal.SIGINT)
-    _out, err = finish(proc)
+    out, err = finish(proc)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert gone(agent)
+    notes = [json.loads(line)["message"] for line in out.splitlines()]
+    assert notes == ["stopping the agent (SIGTERM; signal again to kill it)"]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
