@@ -37,6 +37,35 @@ def test_auth_required_names_the_methods_and_the_flag() -> None:
     assert "the agent requires authentication: pass --auth METHOD_ID" in result.stderr
     assert "secret-login (Secret login)" in result.stderr
     assert "terminal-login (Log in from a terminal) — a terminal login" in result.stderr
+    assert "stub-key (Use STUB_KEY) — set STUB_KEY in the environment" in result.stderr
+
+
+def test_an_env_var_method_names_the_variable_when_it_is_unset() -> None:
+    """codex-acp's ``codex-api-key`` answers a bare "Internal error" when CODEX_API_KEY is unset."""
+    agent = stub("--auth", "secret-login")
+    env = {k: v for k, v in os.environ.items() if k != "STUB_KEY"}
+    unset = subprocess.run(
+        [*CLI, "run", "--auth", "stub-key", "--agent", agent, "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert unset.returncode == 1
+    assert "authenticate with 'stub-key' failed: Internal error" in unset.stderr
+    assert "STUB_KEY not set: this method reads it from the environment" in unset.stderr
+    env["STUB_KEY"] = "anything"
+    given = subprocess.run(
+        [*CLI, "run", "--auth", "stub-key", "--agent", agent, "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert given.returncode == 0, given.stderr
+    assert given.stdout == "hi\n"
 
 
 def test_auth_flag_authenticates_before_the_session() -> None:
@@ -44,7 +73,7 @@ def test_auth_flag_authenticates_before_the_session() -> None:
     assert result.returncode == 0, result.stderr
     found = events(result.stdout)
     agent = next(e for e in found if e["type"] == "agent")
-    assert [m["id"] for m in agent["authMethods"]] == ["secret-login", "terminal-login"]
+    assert [m["id"] for m in agent["authMethods"]] == ["secret-login", "terminal-login", "stub-key"]
     assert {"type": "note", "message": "authenticated with secret-login"} in found
     texts = [e["update"]["content"]["text"] for e in found if e["type"] == "update"]
     assert texts == ["hi\n"]

@@ -345,6 +345,14 @@ AUTH_REQUIRED = -32000
 """ACP's ``auth_required`` error code."""
 
 
+def _auth_vars(method: dict[str, Any]) -> list[str]:
+    """The environment variables an ``env_var`` method reads (``vars: [{"name": ...}]``)."""
+    found = method.get("vars")
+    if not isinstance(found, list):
+        return []
+    return [str(v["name"]) for v in found if isinstance(v, dict) and isinstance(v.get("name"), str)]
+
+
 def _auth_offer(agent: RemoteAgent) -> str:
     methods = [m for m in agent.auth_methods if isinstance(m.get("id"), str)]
     if not methods:
@@ -353,7 +361,11 @@ def _auth_offer(agent: RemoteAgent) -> str:
     for method in methods:
         kind = method.get("type") or "agent"
         name = method.get("name") or method["id"]
-        note = " — a terminal login, run outside ACP" if kind == "terminal" else ""
+        note = ""
+        if kind == "terminal":
+            note = " — a terminal login, run outside ACP"
+        elif _auth_vars(method):
+            note = f" — set {', '.join(_auth_vars(method))} in the environment"
         listed.append(f"{method['id']} ({name}){note}")
     return "methods offered: " + "; ".join(listed)
 
@@ -375,7 +387,9 @@ async def _authenticate(agent: RemoteAgent, method_id: str, output: Output) -> N
     try:
         await agent.authenticate(method_id)
     except (AcpError, RpcError) as exc:
-        output.error(f"authenticate with {method_id!r} failed: {exc}")
+        unset = [name for name in _auth_vars(method) if not os.environ.get(name)]
+        hint = f" ({', '.join(unset)} not set: this method reads it from the environment)" if unset else ""
+        output.error(f"authenticate with {method_id!r} failed: {exc}{hint}")
         raise StartFailed(
             codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
         ) from None

@@ -4,8 +4,9 @@
 --hang-initialize     never answer ``initialize``
 --ignore-eof          keep running after stdin EOF (writes PATH.eof when it sees it)
 --ignore-term         ignore SIGTERM
---auth METHOD         advertise authMethods; ``session/new`` answers -32000 until
-                      ``authenticate`` with METHOD
+--auth METHOD         advertise authMethods (METHOD, a terminal login, an env_var method
+                      reading STUB_KEY, like codex-acp's); ``session/new`` answers -32000 until
+                      ``authenticate`` with METHOD (or stub-key, with STUB_KEY set)
 --terminal LINE       each prompt runs LINE with ``terminal/create {"command": LINE}`` (no args,
                       as Claude Code's adapters do), reports its output, releases it
 
@@ -53,6 +54,7 @@ def chunk(session_id: str, text: str) -> None:
 AUTH_METHODS = [
     {"id": args.auth, "name": "Secret login", "description": "the stub's own login"},
     {"id": "terminal-login", "name": "Log in from a terminal", "type": "terminal", "args": ["--login"]},
+    {"id": "stub-key", "name": "Use STUB_KEY", "type": "env_var", "vars": [{"name": "STUB_KEY"}]},
 ]
 authenticated = False
 prompt_id: Any = None
@@ -110,6 +112,11 @@ for line in sys.stdin:
             send({"id": msg["id"], "result": result})
     elif method == "authenticate":
         if msg["params"].get("methodId") == args.auth:
+            authenticated = True
+            send({"id": msg["id"], "result": {}})
+        elif msg["params"].get("methodId") == "stub-key" and not os.environ.get("STUB_KEY"):
+            send({"id": msg["id"], "error": {"code": -32603, "message": "Internal error"}})  # as codex-acp
+        elif msg["params"].get("methodId") == "stub-key":
             authenticated = True
             send({"id": msg["id"], "result": {}})
         else:
