@@ -134,6 +134,24 @@ def test_a_signal_while_the_agent_initializes_aborts_at_once(sig: signal.Signals
     assert gone(agent)
 
 
+def test_a_second_signal_while_the_agent_initializes_kills_it(tmp_path: Path) -> None:
+    """The first Ctrl-C sends SIGTERM (ignored by this agent); the second one SIGKILL at once."""
+    pidfile = tmp_path / "agent.pid"
+    agent_cmd = stub("--hang-initialize", "--ignore-eof", "--ignore-term", "--pidfile", str(pidfile))
+    proc = spawn_cli("run", "--json", "--agent", agent_cmd, "x")
+    agent = int(wait_for_file(pidfile, proc))
+    proc.send_signal(signal.SIGINT)
+    events = read_events(proc, lambda e: e["type"] == "note")
+    assert events[-1]["message"] == "stopping the agent (SIGTERM; signal again to kill it)"
+    proc.send_signal(signal.SIGINT)
+    out, err = finish(proc)
+    events += [json.loads(line) for line in out.splitlines()]
+    assert {"type": "note", "message": "killing the agent (SIGKILL)"} in events
+    assert events[-1] == {"type": "error", "message": "Ctrl-C while the agent was starting: aborted"}
+    assert proc.returncode == 130, err
+    assert gone(agent)
+
+
 def test_ctrl_c_during_shutdown_never_orphans_the_agent(tmp_path: Path) -> None:
     """After the turn the CLI closes the agent's stdin and waits; this agent ignores EOF and
     SIGTERM. A Ctrl-C then must not interrupt the shutdown: no traceback, the agent is killed."""

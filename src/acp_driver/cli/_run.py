@@ -413,6 +413,7 @@ async def _start(
     except AgentStartError as exc:
         output.error(f"agent failed to start: {exc}")
         raise StartFailed(codes.EXIT_ERROR) from None
+    controller.agent = agent  # already set while it started; this keeps _close() right regardless
     agent.on_ladder_step = controller.on_step
     output.agent_started(agent)
     if opts.auth is not None:
