@@ -289,5 +289,5 @@ def test_no_traceback_on_ctrl_c_to_the_reference_agent() -> None:
     assert json.loads(proc.stdout.readline())["id"] == 1  # serving
     proc.send_signal(signal.SIGINT)
     _out, err = finish(proc)
-    assert proc.returncode == 130
-    assert "Traceback" not in err
+    assert proc.returncode == -signal.SIGINT  # killed by SIGINT: a shell reports 130
+    assert err == ""
