@@ -97,7 +97,9 @@ def test_sigterm_and_sighup_cancel_the_turn_like_ctrl_c(sig: signal.Signals, tmp
 
     The agent's terminal is a shell line without ``args`` (as Claude Code's adapters send)."""
     pidfile = tmp_path / "terminal.pid"
-    agent = stub("--terminal", f"'echo $$ > {pidfile}; exec tail -f /dev/null'")
+    agent = stub(
+        "--terminal", f"'echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; exec tail -f /dev/null'"
+    )
     proc = spawn_cli("run", "--json", "--agent", agent, "x")
     events = read_events(proc, lambda e: e["type"] == "update")  # "terminal started"
     terminal = int(wait_for_file(pidfile, proc))
@@ -158,9 +160,10 @@ def test_ctrl_c_during_shutdown_never_orphans_the_agent(tmp_path: Path) -> None:
     pidfile = tmp_path / "agent.pid"
     agent_cmd = stub("--ignore-eof", "--ignore-term", "--pidfile", str(pidfile))
     proc = spawn_cli("run", "--json", "--agent", agent_cmd, "hello")
+    # Once the result is written the CLI goes straight (no await between) into the shutdown, so
+    # the signal is handled during it: stdin closed, up to 1 s, SIGTERM (ignored), 1 s, SIGKILL.
     read_events(proc, lambda e: e["type"] == "result")
     agent = int(pidfile.read_text())
-    wait_for_file(Path(f"{pidfile}.eof"), proc)  # the CLI is shutting the agent down
     proc.send_signal(signal.SIGINT)
     out, err = finish(proc)
     assert proc.returncode == 130, err
@@ -180,7 +183,10 @@ def test_chat_ends_on_a_signal_at_the_prompt(sig: signal.Signals, tmp_path: Path
     proc.stdin.write("first\n")
     proc.stdin.flush()
     assert proc.stdout is not None
-    assert proc.stdout.readline() == "first\n"  # a turn ran; the chat waits for the next line
+    assert proc.stdout.readline() == "first\n"
+    assert proc.stderr is not None
+    while "turn completed" not in proc.stderr.readline():  # then the chat waits for a line
+        pass
     agent = int(pidfile.read_text())
     proc.send_signal(sig)
     _out, err = finish(proc)
