@@ -207,14 +207,58 @@ async def test_cwd_confinement(terminals, session, root, tmp_path):
 # ---------------------------------------------------------------------- commands and shells
 
 
-async def test_no_shell_by_default(terminals, session):
-    error = await error_of(terminals.create(session, session, params("echo hi | tr a-z A-Z")))
-    assert isinstance(error, ServiceError)
-    assert (error.code, error.reason) == (-32002, "command_not_found")
-    assert "cannot start 'echo hi | tr a-z A-Z': command not found" in error.message
-    assert "shell syntax is not interpreted" in error.message
+async def test_args_run_without_a_shell(terminals, session):
     out, _ = await run(terminals, session, params("echo", "$HOME", "a|b", "*"))
     assert out["output"] == "$HOME a|b *\n"
+
+
+async def test_a_shell_line_without_args_runs_in_the_shell(terminals, session):
+    """Claude Code's adapters send ``{"command": "<a whole bash line>"}`` without ``args``."""
+    line = {"sessionId": "sess_1", "command": "echo hi | tr a-z A-Z; [[ -n x ]] && echo bash"}
+    out, status = await run(terminals, session, line)
+    assert status == {"exitCode": 0, "signal": None}
+    assert out["output"] == "HI\nbash\n"  # [[ ]]: bash, the shell agents write for
+    out, _ = await run(terminals, session, params("echo hi | tr a-z A-Z"))  # "args": [] alike
+    assert out["output"] == "HI\n"
+    out, _ = await run(terminals, session, params("echo"))  # a plain program: run directly
+    assert out["output"] == "\n"
+
+
+async def test_a_program_path_with_a_space_is_not_a_shell_line(terminals, session, root):
+    program = root / "my tools" / "hello"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\necho hello from $0\n")
+    program.chmod(0o755)
+    out, _ = await run(terminals, session, params(str(program)))
+    assert out["output"] == f"hello from {program}\n"
+
+
+async def test_shell_lines_off_refuses_a_line_with_a_hint(session):
+    terminals = LocalTerminals(shell_lines=False)
+    try:
+        error = await error_of(terminals.create(session, session, params("echo hi | tr a-z A-Z")))
+        assert isinstance(error, ServiceError)
+        assert (error.code, error.reason) == (-32002, "command_not_found")
+        assert "cannot start 'echo hi | tr a-z A-Z': command not found" in error.message
+        assert "shell syntax is not interpreted" in error.message
+    finally:
+        await terminals.aclose()
+
+
+async def test_a_shell_line_is_killed_with_its_whole_group(terminals, session, root):
+    """The shell and what it started share the terminal's process group: kill ends them all."""
+    line = f"sleep 60 & echo $! > {root}/bg.pid; tail -f /dev/null"
+    async with asyncio.timeout(30):
+        tid = await terminals.create(session, session, {"sessionId": "sess_1", "command": line})
+        await wait_for(lambda: (root / "bg.pid").exists() and (root / "bg.pid").read_text().strip())
+        background = int((root / "bg.pid").read_text())
+        pgid = terminals.terminals[tid].pgid
+        assert pid_alive(background)
+        await terminals.kill(session, tid)
+        status = await terminals.wait_for_exit(session, tid)
+    assert status["signal"] in ("SIGTERM", "SIGKILL")
+    assert not pid_alive(background)
+    await wait_group_gone(pgid)
 
 
 async def test_allow_shell(session):

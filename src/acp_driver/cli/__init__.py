@@ -8,11 +8,15 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "agent":
-        # The fast path: the reference agent must start quickly, so no other CLI code is loaded.
-        from ._agent_cmd import agent_main
+    try:
+        if args and args[0] == "agent":
+            # The fast path: the reference agent must start quickly, so no other CLI code is loaded.
+            from ._agent_cmd import agent_main
 
-        return agent_main(args[1:])
-    from ._main import cli_main
+            return agent_main(args[1:])
+        from ._main import cli_main
 
-    return cli_main(args)
+        return cli_main(args)
+    except KeyboardInterrupt:
+        # Ctrl-C outside the commands' own handling (reading a prompt, starting up): no traceback.
+        return 130

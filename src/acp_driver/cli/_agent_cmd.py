@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 from collections.abc import Sequence
 
 
@@ -28,5 +29,9 @@ def agent_main(argv: Sequence[str]) -> int:
         )
     from ..reference_agent import main
 
+    # Ctrl-C (only when run by hand: hosts start agents in a session of their own) ends the agent
+    # the Unix way, killed by SIGINT: a KeyboardInterrupt would surface inside one of the event
+    # loop's tasks and print its traceback.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     main(opts.behavior)
     return 0

@@ -83,6 +83,7 @@ class Probe:
     """Every session's working directory (a throw-away directory unless ``--cwd``)."""
     timeout: float
     auth: str | None = None
+    """``--auth``: the ``authenticate`` method id sent after ``initialize``."""
     mode: str | None = None
     process: ProcessGroup | None = None
     child: AgentProcess | None = None

@@ -7,8 +7,10 @@ import logging
 import math
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from .. import __version__
 
@@ -27,7 +29,7 @@ EXIT_CHECK_INCONCLUSIVE = 6
 EXIT_TIMEOUT = 124
 """``--turn-timeout`` cancelled the turn."""
 EXIT_INTERRUPTED = 130
-"""Ctrl-C cancelled the turn."""
+"""Ctrl-C cancelled the turn (128 + SIGINT; any signal N that ends a command gives 128 + N)."""
 
 MAIN_EPILOG = """\
 examples:
@@ -40,6 +42,7 @@ examples:
   acp-driver agent --behavior ignore-cancel       a misbehaving agent to test hosts against
 
 exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ctrl-C cancelled it;
+  128+N signal N (SIGTERM 143, SIGHUP 129) ended the command, like Ctrl-C;
   1 the agent failed to start or a protocol error; 2 usage; 3 the agent exited mid-turn;
   4 the agent answered with an error; 5 check: a MUST rule failed;
   6 check: inconclusive (a MUST rule was skipped, nothing failed).
@@ -85,8 +88,19 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     decide.add_argument(
         "--deny", action="store_true", help="deny every permission request (the default off a TTY)"
     )
+    _add_auth(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
+
+
+def _add_auth(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--auth",
+        metavar="METHOD_ID",
+        default=None,
+        help="authenticate with this of the agent's authMethods before the session "
+        "(an agent that answers 'Authentication required' names the methods it offers)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -178,12 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the sessions' working directory (default: a throw-away directory, so that tools the "
         "agent runs do not touch the current one)",
     )
-    check.add_argument(
-        "--auth",
-        metavar="METHOD_ID",
-        default=None,
-        help="call authenticate with this method after initialize",
-    )
+    _add_auth(check)
     check.add_argument(
         "--mode", metavar="MODE_ID", default=None, help="session/set_mode to this mode before each probe"
     )
@@ -246,9 +255,34 @@ def cli_main(argv: Sequence[str]) -> int:
             session_cwd = os.path.abspath(opts.cwd)
             if not os.path.isdir(session_cwd):
                 parser.error(f"--cwd {opts.cwd!r} is not a directory")
-        from ._check import check_command
-
-        code: int = check_command(opts, command or _agent_argv(None), session_cwd)
-        return code
+        return _check_obeying_signals(opts, command or _agent_argv(None), session_cwd)
     parser.print_help()
     return EXIT_USAGE
+
+
+def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str | None) -> int:
+    """``check`` with SIGTERM and SIGHUP behaving like Ctrl-C: the audit is cancelled (its
+    ``finally`` reaps the agent under audit) and the command exits with 128 + the signal."""
+    from ._check import check_command
+
+    received: list[int] = []
+
+    def like_ctrl_c(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)  # asyncio.run's: cancels the main task
+        if callable(handler):
+            handler(signum, frame)
+        else:  # pragma: no cover - SIGINT ignored by whoever started us
+            raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, like_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        code: int = check_command(opts, argv, cwd)
+    except KeyboardInterrupt:
+        code = 128 + signal.SIGINT
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if received and code == 128 + signal.SIGINT:
+        return 128 + received[0]  # the audit reports any interruption as a Ctrl-C
+    return code

@@ -62,6 +62,7 @@ class JsonOutput(Output):
                 "info": agent.info,
                 "protocolVersion": agent.protocol_version,
                 "capabilities": agent.capabilities,
+                "authMethods": agent.auth_methods,
                 "pid": agent.process.pid,
             }
         )

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, Resolution, RpcError, Rung
@@ -19,8 +20,8 @@ from ..driver import (
     PermissionRequest,
     PromptTurn,
     RemoteAgent,
+    RemoteSession,
     TurnResult,
-    launch,
 )
 from . import _main as codes
 from ._render import ConsoleOutput, JsonOutput, Output
@@ -38,8 +39,6 @@ class StdinLines:
         self._loop.add_reader(self._fd, self._readable)
 
     def _readable(self) -> None:
-        import os
-
         try:
             data = os.read(self._fd, 65536)
         except OSError:
@@ -138,31 +137,83 @@ def _services(
     )
 
 
-class TurnController:
-    """Ctrl-C and --turn-timeout for the running turn: first cancels, second kills."""
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that end (or, in ``chat``, interrupt) a command: each behaves like Ctrl-C."""
 
-    def __init__(self, output: Output) -> None:
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # pragma: no cover - only the SIGNALS above are handled
+        return f"signal {signum}"
+
+
+class Controller:
+    """Signals and ``--turn-timeout`` for a command's whole life: start, turns, shutdown.
+
+    The handlers stay installed from before the agent is spawned until it is reaped, so no signal
+    is ever ignored and none can interrupt the agent's shutdown half-way (which would orphan it).
+
+    - A turn is running: the first signal cancels it through the ladder, the next one kills the
+      agent. In ``chat`` a Ctrl-C cancels only the turn; SIGTERM and SIGHUP end the chat too.
+    - The agent is starting (spawn, ``initialize``, ``authenticate``, ``session/new``): the start
+      is aborted and the agent's group gets SIGTERM; a second signal sends SIGKILL.
+    - Waiting at the chat prompt: the chat ends.
+    - Shutting down: SIGTERM to the agent's group, then SIGKILL; the shutdown itself runs on and
+      reaps the agent either way.
+
+    A command ended by a signal exits with 128 + the signal's number.
+    """
+
+    def __init__(self, output: Output, *, chat: bool = False) -> None:
         self.output = output
+        self.chat = chat
+        self.phase = "starting"
+        """``starting``, ``turn``, ``idle`` (the chat prompt) or ``closing``."""
         self.turn: PromptTurn | None = None
         self.reason: str | None = None
+        self.agent: RemoteAgent | None = None
+        """Set as soon as the agent process exists (before ``initialize`` is answered)."""
+        self.startup: asyncio.Task[Any] | None = None
+        self.signum: int | None = None
+        """The first signal that ends the command (exit code 128 + signum)."""
+        self.idle_interrupt: Callable[[], object] | None = None
         self._cancel_task: asyncio.Task[Any] | None = None
         self._cancel_started = 0.0
+        self._stops = 0
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
-        self.idle_interrupt: Callable[[], None] | None = None
+        self._installed: list[int] = []
+        self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
+        """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
+
+    def took(self, agent: RemoteAgent) -> None:
+        """``launch(on_spawn=...)``: the agent process exists; signals now reach it."""
+        self.agent = agent
+
+    # ------------------------------------------------------------------ installation
 
     def install(self) -> None:
-        self._loop.add_signal_handler(signal.SIGINT, self.interrupt)
+        for signum in SIGNALS:
+            self._loop.add_signal_handler(signum, self.on_signal, signum)
+            self._installed.append(signum)
 
     def uninstall(self) -> None:
-        with contextlib.suppress(Exception):
-            self._loop.remove_signal_handler(signal.SIGINT)
+        while self._installed:
+            with contextlib.suppress(Exception):
+                self._loop.remove_signal_handler(self._installed.pop())
         self.clear_timer()
+
+    def exit_code(self, code: int) -> int:
+        return code if self.signum is None else 128 + self.signum
+
+    # ------------------------------------------------------------------ turns
 
     def start(self, turn: PromptTurn, timeout: float | None) -> None:
         self.turn = turn
         self.reason = None
         self._cancel_task = None
+        self.phase = "turn"
         if timeout is not None:
             self._timer = self._loop.call_later(timeout, self._timeout)
 
@@ -170,18 +221,6 @@ class TurnController:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def interrupt(self) -> None:
-        turn = self.turn
-        if turn is None or turn.done:
-            if self.idle_interrupt is not None:
-                self.idle_interrupt()
-            return
-        if self._cancel_task is None:
-            self._cancel("interrupt")
-        else:
-            self.output.note("second Ctrl-C: killing the agent")
-            turn.kill()
 
     def _timeout(self) -> None:
         self._timer = None
@@ -192,17 +231,86 @@ class TurnController:
         assert self.turn is not None
         self.reason = reason
         self._cancel_started = time.monotonic()
-        self.output.cancelling(reason)
+        self._say(self.output.cancelling, reason)
         self._cancel_task = self._loop.create_task(self.turn.cancel())
 
     def on_step(self, turn: PromptTurn, rung: Rung) -> None:
-        self.output.ladder_step(rung, time.monotonic() - self._cancel_started)
+        self._say(self.output.ladder_step, rung, time.monotonic() - self._cancel_started)
 
     async def finish(self) -> None:
         self.clear_timer()
         if self._cancel_task is not None:
             with contextlib.suppress(Exception):
                 await self._cancel_task
+
+    # ------------------------------------------------------------------ signals
+
+    def on_signal(self, signum: int) -> None:
+        if signum == signal.SIGHUP:
+            _detach(self._on_terminal)
+        turn = self.turn
+        if self.phase == "turn" and turn is not None and not turn.done:
+            if not (self.chat and signum == signal.SIGINT):
+                self._ends(signum)
+            if self._cancel_task is None:
+                self._cancel("interrupt" if signum == signal.SIGINT else signal_name(signum))
+            else:
+                what = "Ctrl-C" if signum == signal.SIGINT else signal_name(signum)
+                self._say(self.output.note, f"{what} again: killing the agent")
+                turn.kill()
+            return
+        self._ends(signum)
+        if self.phase == "idle" and self.idle_interrupt is not None:
+            self.idle_interrupt()
+            return
+        self._stop_agent()
+
+    def _ends(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+
+    def _stop_agent(self) -> None:
+        """No turn to cancel: abort the start, and end the agent's group (TERM, then KILL)."""
+        self._stops += 1
+        if self.startup is not None and not self.startup.done():
+            self.startup.cancel()
+        agent = self.agent
+        if agent is None:
+            return
+        agent.signalled = True
+        if self._stops == 1:
+            self._say(self.output.note, "stopping the agent (SIGTERM; signal again to kill it)")
+            agent.process.terminate()
+        else:
+            self._say(self.output.note, "killing the agent (SIGKILL)")
+            agent.process.kill()
+
+    def _say(self, what: Callable[..., None], *args: Any) -> None:
+        # Reporting must never stop the signal's effect (a closed terminal, a closed pipe).
+        with contextlib.suppress(OSError, ValueError):
+            what(*args)
+
+
+def _isatty(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def _detach(fds: list[int]) -> None:
+    """SIGHUP: the terminal is gone; ``fds`` that were on it now read and write nothing (a write
+    to a hung-up terminal fails, and would stop the cancel and the shutdown half-way)."""
+    try:
+        devnull = os.open(os.devnull, os.O_RDWR)
+    except OSError:
+        return
+    try:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def _exit_code(result: TurnResult, reason: str | None) -> int:
@@ -217,22 +325,142 @@ def _exit_code(result: TurnResult, reason: str | None) -> int:
     return codes.EXIT_OK
 
 
-async def _start_agent(
-    opts: argparse.Namespace, argv: list[str], cwd: str, output: Output, services: ClientServices
-) -> RemoteAgent | None:
+class StartFailed(Exception):
+    """The agent could not be started, authenticated or given a session (already reported)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+AUTH_REQUIRED = -32000
+"""ACP's ``auth_required`` error code."""
+
+
+def _auth_vars(method: dict[str, Any]) -> list[str]:
+    """The environment variables an ``env_var`` method reads (``vars: [{"name": ...}]``)."""
+    found = method.get("vars")
+    if not isinstance(found, list):
+        return []
+    return [str(v["name"]) for v in found if isinstance(v, dict) and isinstance(v.get("name"), str)]
+
+
+def _auth_offer(agent: RemoteAgent) -> str:
+    methods = [m for m in agent.auth_methods if isinstance(m.get("id"), str)]
+    if not methods:
+        return "the agent advertises no authentication method (log in with the agent's own tool)"
+    listed = []
+    for method in methods:
+        kind = method.get("type") or "agent"
+        name = method.get("name") or method["id"]
+        note = ""
+        if kind == "terminal":
+            note = " — a terminal login, run outside ACP"
+        elif _auth_vars(method):
+            note = f" — set {', '.join(_auth_vars(method))} in the environment"
+        listed.append(f"{method['id']} ({name}){note}")
+    return "methods offered: " + "; ".join(listed)
+
+
+async def _authenticate(agent: RemoteAgent, method_id: str, output: Output) -> None:
+    method = next((m for m in agent.auth_methods if m.get("id") == method_id), None)
+    if method is None:
+        output.error(f"--auth {method_id}: the agent does not offer this method; {_auth_offer(agent)}")
+        raise StartFailed(codes.EXIT_ERROR)
+    if method.get("type") == "terminal":
+        # Spec: a terminal method is never sent to authenticate; the user runs the login.
+        args = method.get("args")
+        login = " ".join(str(a) for a in args) if isinstance(args, list) else ""
+        output.error(
+            f"--auth {method_id} is a terminal login: run the agent's command with "
+            f"{login or 'its login arguments'} in a terminal, then retry without --auth"
+        )
+        raise StartFailed(codes.EXIT_ERROR)
+    try:
+        await agent.authenticate(method_id)
+    except (AcpError, RpcError) as exc:
+        unset = [name for name in _auth_vars(method) if not os.environ.get(name)]
+        hint = f" ({', '.join(unset)} not set: this method reads it from the environment)" if unset else ""
+        output.error(f"authenticate with {method_id!r} failed: {exc}{hint}")
+        raise StartFailed(
+            codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
+        ) from None
+    output.note(f"authenticated with {method_id}")
+
+
+async def _start(
+    opts: argparse.Namespace,
+    argv: list[str],
+    cwd: str,
+    output: Output,
+    services: ClientServices,
+    controller: Controller,
+) -> RemoteSession:
+    """Spawn and initialize the agent, authenticate, open a session (``controller.agent``)."""
     budget = DEFAULT_BUDGET if opts.cancel_grace is None else opts.cancel_grace
     try:
-        agent = await launch(argv, cwd=cwd, services=services, ladder=LadderPolicy(budget=budget))
+        agent = await RemoteAgent.launch(
+            argv,
+            cwd=cwd,
+            services=services,
+            ladder=LadderPolicy(budget=budget),
+            on_spawn=controller.took,  # a signal during initialize can then reach the agent
+        )
     except AgentStartError as exc:
         output.error(f"agent failed to start: {exc}")
-        return None
+        raise StartFailed(codes.EXIT_ERROR) from None
+    controller.agent = agent
+    agent.on_ladder_step = controller.on_step
     output.agent_started(agent)
-    return agent
+    if opts.auth is not None:
+        await _authenticate(agent, opts.auth, output)
+    try:
+        return await agent.new_session(cwd)
+    except (AcpError, RpcError) as exc:
+        message = f"session/new failed: {exc}"
+        if isinstance(exc, RpcError) and exc.code == AUTH_REQUIRED:
+            message += f"\nthe agent requires authentication: pass --auth METHOD_ID; {_auth_offer(agent)}"
+        output.error(message)
+        raise StartFailed(
+            codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
+        ) from None
 
 
-async def _run_turn(
-    turn: PromptTurn, output: Output, controller: TurnController, timeout: float | None
-) -> int:
+async def _started(controller: Controller, starting: Awaitable[RemoteSession]) -> RemoteSession | int:
+    """Run the start as its own task (so a signal can abort it); a session or an exit code."""
+    startup: asyncio.Task[RemoteSession] = asyncio.ensure_future(starting)
+    controller.startup = startup
+    session: RemoteSession | None = None
+    try:
+        session = await startup
+    except StartFailed as failed:
+        return failed.code
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling() or controller.signum is None:  # type: ignore[union-attr]
+            raise
+    signum = controller.signum
+    if signum is None and session is not None:
+        return session
+    # Aborted by a signal (or one came as the start completed): exit_code() gives 128 + signum.
+    what = "Ctrl-C" if signum in (None, signal.SIGINT) else signal_name(signum)
+    controller._say(controller.output.error, f"{what} while the agent was starting: aborted")
+    return codes.EXIT_INTERRUPTED
+
+
+async def _close(controller: Controller, output: Output, services: ClientServices) -> None:
+    """Reap the agent and every terminal; signals now stop the agent, never this shutdown."""
+    controller.phase = "closing"
+    controller.clear_timer()
+    with contextlib.suppress(OSError, ValueError):
+        output.close()
+    agent = controller.agent
+    if agent is not None:
+        await agent.aclose()
+    if services.terminals is not None:
+        await services.terminals.aclose()
+
+
+async def _run_turn(turn: PromptTurn, output: Output, controller: Controller, timeout: float | None) -> int:
     controller.start(turn, timeout)
     output.waiting(True)
     async for update in turn:
@@ -267,28 +495,22 @@ async def _run(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str)
 
     ask = _interactive() and not opts.json
     services = _services(opts, output, lines if ask else None)
-    controller = TurnController(output)
+    controller = Controller(output)
     controller.install()
-    agent: RemoteAgent | None = None
     try:
-        agent = await _start_agent(opts, argv, cwd, output, services)
-        if agent is None:
-            return codes.EXIT_ERROR
-        agent.on_ladder_step = controller.on_step
         try:
-            session = await agent.new_session(cwd)
-        except (AcpError, RpcError) as exc:
-            output.error(f"session/new failed: {exc}")
-            return codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
-        output.session_started(session)
-        return await _run_turn(session.prompt(prompt), output, controller, opts.turn_timeout)
+            started = await _started(controller, _start(opts, argv, cwd, output, services, controller))
+            if isinstance(started, int):
+                return controller.exit_code(started)
+            output.session_started(started)
+            code = await _run_turn(started.prompt(prompt), output, controller, opts.turn_timeout)
+        finally:
+            if reader is not None:
+                reader.close()
+            await _close(controller, output, services)
+        return controller.exit_code(code)
     finally:
         controller.uninstall()
-        output.close()
-        if reader is not None:
-            reader.close()
-        if agent is not None:
-            await agent.aclose()
 
 
 def chat_command(opts: argparse.Namespace, argv: list[str], cwd: str) -> int:
@@ -300,54 +522,64 @@ async def _chat(opts: argparse.Namespace, argv: list[str], cwd: str) -> int:
     reader = StdinLines()
     tty = _interactive()
     services = _services(opts, output, (lambda: reader) if tty else None)
-    controller = TurnController(output)
+    controller = Controller(output, chat=True)
     controller.install()
-    agent: RemoteAgent | None = None
-    prompt_wait: asyncio.Task[str | None] | None = None
-
-    def idle_interrupt() -> None:
-        if prompt_wait is not None:
-            prompt_wait.cancel()
-
-    controller.idle_interrupt = idle_interrupt
-    code = codes.EXIT_OK
     try:
-        agent = await _start_agent(opts, argv, cwd, output, services)
-        if agent is None:
-            return codes.EXIT_ERROR
-        agent.on_ladder_step = controller.on_step
-        session = await agent.new_session(cwd)
-        output.session_started(session)
-        if tty:
-            sys.stderr.write("Type a prompt and press Enter; Ctrl-C cancels a turn; Ctrl-D quits.\n")
-        while True:
-            if tty:
-                sys.stderr.write("\n> ")
-                sys.stderr.flush()
-            prompt_wait = asyncio.get_running_loop().create_task(reader.readline())
-            try:
-                line = await prompt_wait
-            except asyncio.CancelledError:
-                if asyncio.current_task().cancelling():  # type: ignore[union-attr]
-                    raise
-                break  # Ctrl-C at the prompt: leave
-            finally:
-                prompt_wait = None
-            if line is None:
-                break
-            if not line.strip():
-                continue
-            code = await _run_turn(session.prompt(line), output, controller, None)
-            if not agent.connection.is_open:
-                output.error("the agent is gone; ending the chat")
-                return codes.EXIT_AGENT_EXITED
-        return codes.EXIT_OK if code in (codes.EXIT_OK, codes.EXIT_INTERRUPTED) else code
-    except AgentExitedError as exc:
-        output.error(str(exc))
-        return codes.EXIT_AGENT_EXITED
+        try:
+            code = await _converse(opts, cwd, output, reader, tty, controller, services, argv)
+        finally:
+            reader.close()
+            await _close(controller, output, services)
+        return controller.exit_code(code)
     finally:
         controller.uninstall()
-        output.close()
-        reader.close()
-        if agent is not None:
-            await agent.aclose()
+
+
+async def _converse(
+    opts: argparse.Namespace,
+    cwd: str,
+    output: ConsoleOutput,
+    reader: StdinLines,
+    tty: bool,
+    controller: Controller,
+    services: ClientServices,
+    argv: list[str],
+) -> int:
+    started = await _started(controller, _start(opts, argv, cwd, output, services, controller))
+    if isinstance(started, int):
+        return started
+    session = started
+    agent = session.agent
+    output.session_started(session)
+    if tty:
+        sys.stderr.write("Type a prompt and press Enter; Ctrl-C cancels a turn; Ctrl-D quits.\n")
+    code = codes.EXIT_OK
+    loop = asyncio.get_running_loop()
+    while controller.signum is None:
+        if tty:
+            sys.stderr.write("\n> ")
+            sys.stderr.flush()
+        controller.phase = "idle"
+        wait = loop.create_task(reader.readline())
+        controller.idle_interrupt = wait.cancel
+        try:
+            line = await wait
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+            break  # a signal at the prompt: leave
+        finally:
+            controller.idle_interrupt = None
+        if line is None:
+            break
+        if not line.strip():
+            continue
+        try:
+            code = await _run_turn(session.prompt(line), output, controller, None)
+        except AgentExitedError as exc:
+            output.error(str(exc))
+            return codes.EXIT_AGENT_EXITED
+        if not agent.connection.is_open:
+            output.error("the agent is gone; ending the chat")
+            return codes.EXIT_AGENT_EXITED
+    return codes.EXIT_OK if code in (codes.EXIT_OK, codes.EXIT_INTERRUPTED) else code

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .. import __version__
@@ -97,12 +97,15 @@ class RemoteAgent:
         tracer: Tracer | None = None,
         clock: Clock | None = None,
         supervise: bool | None = None,
+        on_spawn: Callable[[RemoteAgent], object] | None = None,
     ) -> RemoteAgent:
         """Spawn ``argv`` in its own process group and complete ``initialize``.
 
         ``tracer(direction, message)`` sees every message on the wire (``"in"``/``"out"``);
         ``clock`` is what the cancel ladder's deadlines run on (the event loop's by default);
-        ``supervise=False`` opts out of the supervisor that owns the agent's whole process tree.
+        ``supervise=False`` opts out of the supervisor that owns the agent's whole process tree;
+        ``on_spawn(agent)`` is called once the process exists, before ``initialize`` (so that a
+        host can kill it while it starts, e.g. on a signal).
         """
         if not argv:
             raise AgentStartError("empty agent command")
@@ -126,6 +129,8 @@ class RemoteAgent:
             clock=clock,
         )
         try:
+            if on_spawn is not None:
+                on_spawn(agent)
             await agent._initialize(init_timeout)
         except BaseException as exc:
             await agent.aclose()

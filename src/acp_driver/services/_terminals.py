@@ -1,10 +1,14 @@
 """``LocalTerminals``: the ``terminal/*`` methods as local processes, each in its own process group.
 
-- The command runs directly (``[command, *args]``, looked up on ``PATH``), never through a shell
-  unless ``allow_shell=True``. Without a shell, ``"ls | wc -l"`` is just a program name that does
-  not exist: the request fails with a clear error (``-32002``, ``command_not_found``).
-  With ``allow_shell=True`` the command line ``command`` (followed by the shell-quoted ``args``)
-  runs as ``/bin/sh -c LINE``.
+- With ``args``, the command runs directly (``[command, *args]``, looked up on ``PATH``), no
+  shell. Without ``args`` (absent or empty), a ``command`` that is a whole shell line
+  (``"tail -f /dev/null"``, ``"ls | wc -l"``: it has whitespace or shell syntax and is not the
+  path of a program) runs as ``SHELL -c LINE``, as the main ACP clients (Zed) do: Claude Code's
+  adapters send their Bash tool's command that way. ``SHELL`` is ``bash`` when on ``PATH``
+  (agents write bash), else ``/bin/sh``; ``shell=`` chooses another. ``shell_lines=False`` turns
+  this off: such a line is then a program name that does not exist (``-32002``,
+  ``command_not_found``, with a hint). With ``allow_shell=True`` every command runs through the
+  shell: ``command`` followed by the shell-quoted ``args``.
 - ``cwd`` must be absolute and resolve inside the session's roots (default: ``session.cwd``).
   This keeps the agent's commands where it was asked to work; it is **not** a sandbox: a command
   can do anything the host's user can.
@@ -43,6 +47,7 @@ import logging
 import os
 import secrets
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -102,6 +107,24 @@ def utf8_complete_end(buf: bytes | bytearray) -> int:
             return n  # ASCII: complete
         return n - back if back < need else n
     return n
+
+
+def default_shell() -> str:
+    """The shell for command lines: ``bash`` when on ``PATH`` (agents write bash), else ``/bin/sh``."""
+    return shutil.which("bash") or "/bin/sh"
+
+
+def is_shell_line(command: str, path: str | None = None) -> bool:
+    """Whether ``command`` (sent without ``args``) is a shell line rather than a program.
+
+    A line has whitespace or shell syntax; a program name or path (even one with a space, if it
+    exists) is not a line.
+    """
+    if not any(c in _SHELL_CHARACTERS for c in command):
+        return False
+    if os.sep in command:
+        return not (os.path.isfile(command) and os.access(command, os.X_OK))
+    return shutil.which(command, path=path) is None
 
 
 def exit_status(code: int) -> dict[str, Any]:
@@ -292,7 +315,10 @@ async def _wait_group_dead(process: ProcessGroup, timeout: float = 5.0) -> None:
 class LocalTerminals:
     """Runs the agent's ``terminal/*`` commands as local processes.
 
-    ``allow_shell``: run ``command`` through ``/bin/sh -c`` (off: argv is executed directly).
+    ``allow_shell``: run every ``command`` through ``shell -c`` (off: argv is executed directly).
+    ``shell_lines``: a ``command`` without ``args`` that is a whole shell line runs through
+    ``shell -c`` (what Zed does; Claude Code's adapters rely on it). ``shell``: the shell for both
+    (default: ``bash`` if found on ``PATH``, else ``/bin/sh``).
     ``default_output_byte_limit``: output kept when the agent gives no ``outputByteLimit``;
     ``max_output_byte_limit`` caps what an agent may ask. ``extra_env`` is added to the host's
     environment (``inherit_env``) and overridden by the agent's ``env``. ``extra_roots`` are
@@ -303,24 +329,26 @@ class LocalTerminals:
         self,
         *,
         allow_shell: bool = False,
+        shell_lines: bool = True,
         default_output_byte_limit: int = DEFAULT_OUTPUT_BYTE_LIMIT,
         max_output_byte_limit: int = MAX_OUTPUT_BYTE_LIMIT,
         extra_env: Mapping[str, str] | None = None,
         inherit_env: bool = True,
         extra_roots: Iterable[str | os.PathLike[str]] = (),
-        shell: str = "/bin/sh",
+        shell: str | None = None,
         kill_grace: float = 1.0,
         exit_output_grace: float = 0.5,
     ) -> None:
         if default_output_byte_limit < 0 or max_output_byte_limit < 0:
             raise ValueError("output byte limits must be >= 0")
         self.allow_shell = allow_shell
+        self.shell_lines = shell_lines
         self.default_output_byte_limit = min(default_output_byte_limit, max_output_byte_limit)
         self.max_output_byte_limit = max_output_byte_limit
         self.extra_env: dict[str, str] = dict(extra_env or {})
         self.inherit_env = inherit_env
         self.extra_roots: tuple[str, ...] = tuple(os.fspath(r) for r in extra_roots)
-        self.shell = shell
+        self.shell = shell if shell is not None else default_shell()
         self.kill_grace = kill_grace
         self.exit_output_grace = exit_output_grace
         self.terminals: dict[str, Terminal] = {}
@@ -354,11 +382,7 @@ class LocalTerminals:
         cwd = self._cwd(session, params.get("cwd"))
         limit = self._output_limit(params.get("outputByteLimit"))
 
-        if self.allow_shell:
-            line = command if not args else f"{command} {shlex.join(args)}"
-            argv = [self.shell, "-c", line]
-        else:
-            argv = [command, *args]
+        argv = self._argv(command, args, env)
         try:
             process = ProcessGroup.spawn(
                 argv,
@@ -397,6 +421,15 @@ class LocalTerminals:
             raise RequestCancelledError("terminal released while it was being created")
         logger.debug("terminal %s: started %s in %s (pid %d)", terminal_id, argv, cwd, process.pid)
         return terminal_id
+
+    def _argv(self, command: str, args: list[str], env: Mapping[str, str]) -> list[str]:
+        """What runs: ``[command, *args]``, or ``[shell, "-c", LINE]`` (see the class docstring)."""
+        if self.allow_shell:
+            line = command if not args else f"{command} {shlex.join(args)}"
+            return [self.shell, "-c", line]
+        if not args and self.shell_lines and is_shell_line(command, env.get("PATH")):
+            return [self.shell, "-c", command]
+        return [command, *args]
 
     def _owner_ended(self, owner: object) -> bool:
         if getattr(owner, "cancel_requested", False) is True:
@@ -450,7 +483,7 @@ class LocalTerminals:
 
     def _spawn_error(self, command: str, exc: OSError) -> ServiceError:
         hint = ""
-        if not self.allow_shell and any(c in _SHELL_CHARACTERS for c in command):
+        if not self.allow_shell and not self.shell_lines and any(c in _SHELL_CHARACTERS for c in command):
             hint = (
                 " (commands run without a shell on this host: shell syntax is not interpreted;"
                 ' pass the program as "command" and its arguments in "args")'
@@ -551,4 +584,7 @@ class LocalTerminals:
         await asyncio.shield(task)
 
     def __repr__(self) -> str:
-        return f"LocalTerminals({len(self.terminals)} live, allow_shell={self.allow_shell})"
+        return (
+            f"LocalTerminals({len(self.terminals)} live, allow_shell={self.allow_shell}, "
+            f"shell_lines={self.shell_lines})"
+        )
