@@ -195,8 +195,7 @@ def test_ctrl_c_cancels_the_turn_and_exits_130() -> None:
 def test_second_ctrl_c_kills_a_hung_agent() -> None:
     proc = spawn_cli("run", "--json", "--cancel-grace", "60", "--agent", f"{AGENT} --behavior hang", "x")
     try:
-        events = wait_for_line(proc, lambda e: e["type"] == "session")
-        time.sleep(0.3)
+        events = wait_for_line(proc, lambda e: e["type"] == "prompt")  # the turn is on
         proc.send_signal(signal.SIGINT)
         events += wait_for_line(proc, lambda e: e["type"] == "ladder")
         proc.send_signal(signal.SIGINT)

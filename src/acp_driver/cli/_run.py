@@ -462,6 +462,8 @@ async def _close(controller: Controller, output: Output, services: ClientService
 
 async def _run_turn(turn: PromptTurn, output: Output, controller: Controller, timeout: float | None) -> int:
     controller.start(turn, timeout)
+    if turn.request_id is not None:
+        output.prompt_sent(turn)
     output.waiting(True)
     async for update in turn:
         output.update(update)
