@@ -86,7 +86,8 @@ class Violation(Enum):
     PARSE_ERROR = "parse_error"
     """The line is not valid JSON (or not UTF-8). Answered -32700 with id null."""
     INVALID_MESSAGE = "invalid_message"
-    """Valid JSON that is not a JSON-RPC 2.0 message. Answered -32600."""
+    """Valid JSON that is not a JSON-RPC 2.0 message. Answered -32600, unless response-shaped
+    (``result``/``error`` without ``method``, e.g. an error object without ``id``): never answered."""
     EMPTY_BATCH = "empty_batch"
     """An empty array. Answered with one -32600."""
     OVERSIZED_LINE = "oversized_line"
@@ -98,7 +99,8 @@ class Violation(Enum):
     DUPLICATE_RESPONSE = "duplicate_response"
     """A second response for a request that was already answered."""
     INVALID_RESPONSE = "invalid_response"
-    """A response-shaped message that breaks the rules; the request it names fails."""
+    """A response that breaks the rules, or whose id matches one of our requests only loosely
+    (``3.0`` or ``"3"`` for ``3``); the request it names fails. Never answered."""
     INVALID_CANCEL = "invalid_cancel"
     """A ``$/cancel_request`` without a usable ``requestId``."""
     UNKNOWN_CANCEL_ID = "unknown_cancel_id"
@@ -109,12 +111,15 @@ class Violation(Enum):
 
 @dataclass(slots=True)
 class ProtocolViolation:
-    """The peer broke a rule. ``replied`` says whether the core queued an error reply."""
+    """The peer broke a rule. ``replied`` says whether the core queued an error reply (never for
+    a response; not past the connection's bound on error replies to garbage in a row)."""
 
     kind: Violation
     detail: str
     id: RequestId = None
     replied: bool = False
+    line: bytes | None = None
+    """The start of the offending line, for lines that could not be read as a message."""
 
 
 @dataclass(slots=True)
