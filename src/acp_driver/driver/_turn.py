@@ -70,7 +70,6 @@ class PromptTurn:
         self._buffer: collections.deque[Update] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = asyncio.Event()
-        self._message_ids: set[str] = set()
         self.incoming: dict[Any, tuple[str, asyncio.Task[Any]]] = {}
         """The agent's requests being served as work of this turn: id -> (method, task)."""
         self._release_task: asyncio.Task[Any] | None = None
@@ -134,10 +133,6 @@ class PromptTurn:
         elif update.kind == "plan":
             entries = update.raw.get("entries")
             self.plan = entries if isinstance(entries, list) else []
-        elif update.kind == "agent_message_chunk":
-            mid = update.raw.get("messageId")
-            if isinstance(mid, str):
-                self._message_ids.add(mid)
         self._buffer.append(update)
         if self._waiter is not None:
             self._wake()
@@ -157,13 +152,10 @@ class PromptTurn:
         state.updates += 1
 
     def owns(self, update: Update) -> bool:
-        """Whether ``update`` names a tool call or message of this turn."""
-        raw = update.raw
-        tid = raw.get("toolCallId")
-        if isinstance(tid, str) and tid in self.tool_calls:
-            return True
-        mid = raw.get("messageId")
-        return isinstance(mid, str) and mid in self._message_ids
+        """Whether ``update`` names a tool call of this turn (tool call ids are unique in a
+        session; message ids are not: an agent may reuse one in a later turn)."""
+        tid = update.raw.get("toolCallId")
+        return isinstance(tid, str) and tid in self.tool_calls
 
     # ------------------------------------------------------------------ the prompt
 
