@@ -271,7 +271,12 @@ class PromptTurn:
             resolution=resolution,
             elapsed=now - self.started_at,
             error=error,
-            cancel=outcome_from_ladder("current_turn", ladder, stop_reason) if ladder else None,
+            cancel=(
+                outcome_from_ladder("current_turn", ladder, stop_reason, self._machine.resolved_by)
+                if ladder
+                else None
+            ),
+            cancelled_by=self._machine.cancelled_by,
         )
         session = self.session
         if session.current_turn is self:
@@ -312,7 +317,7 @@ class PromptTurn:
         ladder = self._machine.ladder
         assert result is not None
         assert ladder is not None
-        return outcome_from_ladder("current_turn", ladder, result.stop_reason)
+        return outcome_from_ladder("current_turn", ladder, result.stop_reason, self._machine.resolved_by)
 
     def kill(self) -> None:
         """Skip the rest of the ladder: SIGKILL the agent's group now (e.g. a second Ctrl-C)."""
