@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -22,7 +23,7 @@ from acp_driver.core import (
 
 def replies(conn: Connection) -> list[Any]:
     data = conn.data_to_send()
-    return [orjson.loads(line) for line in data.splitlines()]
+    return [json.loads(line) for line in data.splitlines()]  # not orjson: lone surrogates too
 
 
 def error_reply(id: Any, code: int) -> tuple[Any, int]:
@@ -370,3 +371,27 @@ def test_a_parse_error_quotes_the_start_of_its_line() -> None:
     assert event.line is not None
     assert event.line.startswith(b"Starting agent v1.2")
     assert len(event.line) < 1000
+
+
+def test_a_peer_id_with_lone_surrogates_is_echoed_as_it_came() -> None:
+    # Found by the fuzzer: echoing such an id used to raise inside receive_data (a crash of the
+    # reader); an answer to a request with such an id could not be sent at all.
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"\\ud83d","method":5}\n')  # invalid: echoes the id
+    (reply,) = replies(conn)
+    assert reply["id"] == "\ud83d"
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"a\\udce9","method":"m"}\n')
+    conn.send_result("a\udce9", {"ok": True})
+    assert conn.data_to_send() == b'{"jsonrpc":"2.0","id":"a\\udce9","result":{"ok":true}}\n'
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"b\\udce9","method":"m"}\n')
+    with pytest.raises(TypeError):  # our own content stays strict
+        conn.send_result("b\udce9", {"t": "\udce9"})
+
+
+def test_an_error_that_cannot_be_encoded_is_still_sent_without_its_data() -> None:
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d"}\n')
+    conn.send_error(1, -32601, "Method not found: \ud83d", {"method": "\ud83d"})
+    (reply,) = replies(conn)
+    assert reply["error"] == {"code": -32601, "message": "Method not found: \\ud83d"}
+    assert len(conn.incoming) == 0

@@ -202,6 +202,20 @@ class Connection:
     def _encode(self, message: Any) -> bytes:
         return _dumps(message, default=self._default)
 
+    def _encode_answer(self, message: dict[str, Any]) -> bytes:
+        """Encode an answer to the peer: like ``_encode``, except that the id is the peer's own
+        and is echoed as it came, lone surrogates included (escaped: valid JSON, and the peer
+        wrote it so). Everything else stays strict."""
+        try:
+            return _dumps(message, default=self._default)
+        except TypeError:
+            rid = message["id"]
+            if type(rid) is not str:
+                raise
+            data = _dumps({**message, "id": None}, default=self._default)  # strict for the rest
+            escaped = json.dumps(rid).encode("ascii")
+            return data.replace(b'"id":null', b'"id":' + escaped, 1)
+
     # ------------------------------------------------------------------ sending
 
     def _check_open(self, params: Any = None) -> None:
@@ -249,17 +263,27 @@ class Connection:
     def send_result(self, id: RequestId, result: Any) -> None:
         """Answer the peer's request ``id`` with ``result``."""
         entry = self._answerable(id)
-        data = self._encode({"jsonrpc": "2.0", "id": id, "result": result})
+        data = self._encode_answer({"jsonrpc": "2.0", "id": id, "result": result})
         self.incoming.close(id, Outcome.RESULT)
         self._deliver(entry, data)
 
     def send_error(self, id: RequestId, code: int, message: str, data: Any = None) -> None:
-        """Answer the peer's request ``id`` with an error (``-32800`` records it as cancelled)."""
+        """Answer the peer's request ``id`` with an error (``-32800`` records it as cancelled).
+
+        Never fails for want of encoding: data that cannot be encoded is dropped, and text that
+        is not Unicode is escaped (the request must get its answer)."""
         entry = self._answerable(id)
         error: dict[str, Any] = {"code": int(code), "message": message}
         if data is not None:
             error["data"] = data
-        encoded = self._encode({"jsonrpc": "2.0", "id": id, "error": error})
+        try:
+            encoded = self._encode_answer({"jsonrpc": "2.0", "id": id, "error": error})
+        except TypeError:
+            # The data is not JSON, or the message quotes text that is not Unicode (a method
+            # name with lone surrogates): the request still gets its error, without the data.
+            safe = message.encode("utf-8", "backslashreplace").decode("utf-8")
+            error = {"code": int(code), "message": safe}
+            encoded = self._encode_answer({"jsonrpc": "2.0", "id": id, "error": error})
         self.incoming.close(id, Outcome.CANCELLED if code == ErrorCode.REQUEST_CANCELLED else Outcome.ERROR)
         self._deliver(entry, encoded)
 
@@ -550,7 +574,7 @@ class Connection:
         self._garbage_run += 1
         obj = {"jsonrpc": "2.0", "id": id, "error": {"code": int(code), "message": message, "data": data}}
         if batch is None:
-            self._emit(self._encode(obj))
+            self._emit(self._encode_answer(obj))
         else:
-            batch.replies.append(_dumps(obj))
+            batch.replies.append(self._encode_answer(obj))
         return True
