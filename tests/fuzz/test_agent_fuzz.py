@@ -39,7 +39,7 @@ class LiveAgent:
         self.incoming: list[Any] = []
         self.our_ids: set[Any] = set()
         self.sent_lines = 0
-        self.stderr = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- closed in close()
         self.conn = Connection(name="fuzz-client", tracer=self._trace)
         self.process: ProcessGroup | None = None
         self.session_id = ""
