@@ -388,6 +388,17 @@ def test_a_peer_id_with_lone_surrogates_is_echoed_as_it_came() -> None:
         conn.send_result("b\udce9", {"t": "\udce9"})
 
 
+def test_a_peer_id_beyond_64_bits_is_echoed_as_it_came() -> None:
+    # Found by the fuzzer: the fallback parser reads big integers; echoing one crashed the reader.
+    # (orjson reads them as floats: only a line it rejects, here for a lone surrogate, keeps them.)
+    big = 2**70
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":5,"x":"\\ud83d"}\n' % big)
+    conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":"m","x":"\\ud83d"}\n' % (big + 1))
+    conn.send_result(big + 1, None)
+    assert [r["id"] for r in replies(conn)] == [big, big + 1]
+
+
 def test_an_error_that_cannot_be_encoded_is_still_sent_without_its_data() -> None:
     conn = Connection()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d"}\n')

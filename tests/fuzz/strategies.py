@@ -171,5 +171,15 @@ def shape(line: bytes) -> str:
     return "request"
 
 
+def request_ids(line: bytes) -> set[str]:
+    """``repr`` of the ids of the request-shaped messages in ``line`` (a peer may answer them)."""
+    try:
+        value = json.loads(line.decode("utf-8"), parse_constant=_reject)
+    except (ValueError, RecursionError):
+        return set()
+    items = value if isinstance(value, list) else [value]
+    return {repr(m["id"]) for m in items if isinstance(m, dict) and "method" in m and "id" in m}
+
+
 def _reject(name: str) -> Any:
     raise ValueError(name)

@@ -28,7 +28,7 @@ from acp_driver.aio import ProcessGroup
 
 from ._live import LiveLoop, parse
 from .corpus import CORPUS
-from .strategies import EXAMPLES, bind, lines, shape
+from .strategies import EXAMPLES, bind, lines, request_ids, shape
 
 REFERENCE = [sys.executable, "-m", "acp_driver", "agent"]
 
@@ -38,6 +38,7 @@ class LiveAgent:
         self.live = LiveLoop()
         self.incoming: list[Any] = []
         self.our_ids: set[Any] = set()
+        self.their_requests: set[str] = set()
         self.sent_lines = 0
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 -- closed in close()
         self.conn = Connection(name="fuzz-client", tracer=self._trace)
@@ -67,16 +68,26 @@ class LiveAgent:
     def check(self, batch: list[bytes]) -> None:
         start = len(self.incoming)
         for line in batch:
-            self.conn.send_raw(bind(line, self.session_id))
+            line = bind(line, self.session_id)
+            self.their_requests |= request_ids(line)
+            self.conn.send_raw(line)
         self.sent_lines += len(batch)
         self.live.run(self._ping(), timeout=30)
         assert self.process is not None
         assert self.process.popen.poll() is None, "the agent died"
+        # Replies that answer none of the requests we sent (valid or not): error replies to
+        # garbage. (Answers to requests may come after the ping's: those are not counted.)
         unsolicited = [
             m
             for m in self.incoming[start:]
-            if isinstance(m, dict) and "method" not in m and m.get("id") not in self.our_ids
-        ] + [m for m in self.incoming[start:] if isinstance(m, list)]
+            if isinstance(m, list)
+            or (
+                isinstance(m, dict)
+                and "method" not in m
+                and m.get("id") not in self.our_ids
+                and (m.get("id") is None or repr(m.get("id")) not in self.their_requests)
+            )
+        ]
         answerable = sum(1 for line in batch if shape(bind(line, self.session_id)) != "response")
         assert len(unsolicited) <= answerable, (batch, unsolicited)
 

@@ -204,13 +204,13 @@ class Connection:
 
     def _encode_answer(self, message: dict[str, Any]) -> bytes:
         """Encode an answer to the peer: like ``_encode``, except that the id is the peer's own
-        and is echoed as it came, lone surrogates included (escaped: valid JSON, and the peer
-        wrote it so). Everything else stays strict."""
+        and is echoed as it came -- lone surrogates (escaped: valid JSON) and integers beyond
+        64 bits included: the peer wrote it so. Everything else stays strict."""
         try:
             return _dumps(message, default=self._default)
         except TypeError:
             rid = message["id"]
-            if type(rid) is not str:
+            if type(rid) is not str and type(rid) is not int:
                 raise
             data = _dumps({**message, "id": None}, default=self._default)  # strict for the rest
             escaped = json.dumps(rid).encode("ascii")
