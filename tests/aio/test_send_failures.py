@@ -82,7 +82,8 @@ async def scenario(
                 client.notify_nowait("note", params)
         except (TypeError, ConnectionClosedError) as exc:
             # Refused at once: unencodable, or the connection already failed. Nothing recorded.
-            assert isinstance(exc, ConnectionClosedError) or not encodable
+            refused_rightly = isinstance(exc, ConnectionClosedError) or not encodable
+            assert refused_rightly, repr(exc)  # noqa: PT017
             assert client.in_flight == before
         else:
             assert encodable or op == "request", (op, params)
