@@ -17,10 +17,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_driver import Connection, ConnectionClosedError, RpcError
+from acp_driver import Connection, ConnectionClosedError, RemoteProtocolError, RpcError
 
 from .test_property import MemoryTransport
 
@@ -116,3 +118,37 @@ def test_no_request_stays_pending_whatever_fails_to_encode_or_send(
     ops: list[tuple[str, bool]], fail_at: int, error: type[Exception], pick: int, owner: bool
 ) -> None:
     asyncio.run(scenario(ops, fail_at, error, pick, owner))
+
+
+class EchoWrongId:
+    """A peer that answers each request with its id turned into ``kind`` (3 -> 3.0 or "3")."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, conn: Connection, kind: type) -> None:
+        self.loop, self.conn, self.kind = loop, conn, kind
+
+    def send(self, messages: list[bytes]) -> None:
+        for data in messages:
+            msg = orjson.loads(data)
+            if "id" in msg and "method" in msg:
+                reply = {"jsonrpc": "2.0", "id": self.kind(msg["id"]), "result": {}}
+                self.loop.call_soon(self.conn.feed_messages, [orjson.dumps(reply)])
+
+    def close_write(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def is_closing(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("kind", [float, str])
+async def test_an_answer_whose_id_only_looks_like_ours_fails_the_request_at_once(kind: type) -> None:
+    # JSON-RPC ids match exactly: 3.0 or "3" does not answer request 3 -- but waiting forever
+    # would hang the turn, so the request fails with a protocol error that says why.
+    client = Connection(name="client")
+    client.attach(EchoWrongId(asyncio.get_running_loop(), client, kind))
+    async with asyncio.timeout(10):
+        with pytest.raises(RemoteProtocolError, match="does not match our request id 1 exactly"):
+            await client.request("x", {})
+    assert client.in_flight == (0, 0)
+    await client.aclose()
