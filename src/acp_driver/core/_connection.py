@@ -165,8 +165,8 @@ class Connection:
         self.max_error_replies = max_error_replies
         self._garbage_run = 0
         """Error replies to malformed input since the last valid message."""
-        self.valid_messages = 0
-        """Valid messages received so far (requests, notifications, responses, cancels)."""
+        self.heard_valid = False
+        """A valid message (request, notification, answer to one of ours) was received."""
 
     # ------------------------------------------------------------------ output buffer
 
@@ -423,8 +423,10 @@ class Connection:
         if params is not None and type(params) is not dict and type(params) is not list:
             self._invalid(echo, '"params" must be an object or an array', events, batch)
             return
-        self._garbage_run = 0
-        self.valid_messages += 1
+        if self._garbage_run:
+            self._garbage_run = 0
+        if not self.heard_valid:
+            self.heard_valid = True
         if rid is _MISSING:
             if method == CANCEL_REQUEST_METHOD:
                 self._receive_cancel(params, events)
@@ -496,8 +498,10 @@ class Connection:
         if problem is None:
             entry = self.outgoing.get(rid)
             if entry is not None:
-                self._garbage_run = 0
-                self.valid_messages += 1
+                if self._garbage_run:
+                    self._garbage_run = 0
+                if not self.heard_valid:
+                    self.heard_valid = True
                 if "result" in msg:
                     self.outgoing.close(rid, Outcome.RESULT)
                     events.append(Response(rid, msg["result"]))

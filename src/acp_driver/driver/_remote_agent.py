@@ -413,7 +413,7 @@ class _GarbageWatch:
     def saw(self, violation: ProtocolViolation) -> None:
         if violation.kind not in (Violation.PARSE_ERROR, Violation.INVALID_MESSAGE, Violation.OVERSIZED_LINE):
             return
-        if self.connection.core.valid_messages:
+        if self.connection.core.heard_valid:
             return  # it speaks JSON-RPC, if badly: the initialize timeout or answer decides
         self.count += 1
         if violation.line is not None and len(self.lines) < self.QUOTED:
