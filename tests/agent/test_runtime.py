@@ -324,3 +324,25 @@ def test_the_required_shapes_are_the_schemas() -> None:
     for method, model in models.items():
         required = {f.alias or name for name, f in model.model_fields.items() if f.is_required()}
         assert {member for member, _ in REQUIRED[method]} == required, method
+
+
+async def test_a_prompt_with_lone_surrogates_is_read_and_an_unsendable_echo_fails_the_turn_at_once(
+    reference: Client,
+) -> None:
+    # "\udce9" alone is valid JSON text: the runtime reads the prompt (it used to answer -32700
+    # with id null, so the client's request hung). The reference agent echoes the text in an
+    # update; that update cannot be encoded (we never emit lone surrogates), and the turn
+    # fails at once with an error answer instead of hanging.
+    rid = "raw-1"
+    line = (
+        b'{"jsonrpc":"2.0","id":"raw-1","method":"session/prompt","params":{"sessionId":"%s",'
+        b'"prompt":[{"type":"text","text":"caf\\udce9"}]}}' % reference.session_id.encode()
+    )
+    reference.conn.send_raw(line)
+    await eventually(
+        lambda: any(d == "in" and m.get("id") == rid for _, d, m in reference.lines), "the prompt's answer"
+    )
+    (answer,) = [m for _, d, m in reference.lines if d == "in" and m.get("id") == rid]
+    assert answer["error"]["code"] == -32603
+    # The connection and the session still work.
+    assert await reference.prompt("hi") == {"stopReason": "end_turn"}
