@@ -151,6 +151,7 @@ class RemoteAgent:
             done, _ = await asyncio.wait({answer, garbage.given_up}, return_when=asyncio.FIRST_COMPLETED)
             if answer not in done:
                 answer.cancel()
+                answer.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
                 raise AgentStartError(garbage.report(self.name))
             try:
                 response = answer.result()
