@@ -57,3 +57,20 @@ async def test_a_garbage_flood_mid_turn_neither_hangs_nor_floods(
     assert len(warnings) <= 12, [r.getMessage() for r in warnings]
     null_id_replies = [m for m in out if m.startswith(b'{"jsonrpc":"2.0","id":null')]
     assert len(null_id_replies) <= 64  # bounded error replies; none to the id-less errors
+
+
+async def test_an_update_with_a_lone_surrogate_reaches_its_turn(tmp_path: Path) -> None:
+    # Valid JSON (RFC 8259; JavaScript's JSON.stringify emits it): it used to be a -32700 and the
+    # update was lost.
+    async with asyncio.timeout(60), running(script("fuzz_agent")) as agent:
+        session = await agent.new_session(tmp_path)
+        update = (
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":'
+            b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"smile \\ud83d"}}}}\n'
+            % session.id.encode()
+        )
+        turn = session.prompt(update.hex())
+        updates = [u async for u in turn]
+        assert (await turn).stop_reason == "end_turn"
+        assert [u.raw["content"]["text"] for u in updates] == ["smile \ud83d"]
+        assert agent.connection.violations == 0
