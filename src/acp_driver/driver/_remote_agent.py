@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from .. import __version__
@@ -143,8 +143,8 @@ class RemoteAgent:
             "clientInfo": {"name": "acp-driver", "title": "acp-driver", "version": __version__},
         }
         conn = self.connection
-        garbage = _GarbageWatch(conn)
         previous = conn.on_violation
+        garbage = _GarbageWatch(conn, previous)
         conn.on_violation = garbage.saw
         try:
             answer = conn.request_nowait(p.INITIALIZE, params, timeout=timeout)
@@ -405,13 +405,19 @@ class _GarbageWatch:
     LIMIT = 16
     QUOTED = 3
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(
+        self, connection: Connection, then: Callable[[ProtocolViolation], None] | None = None
+    ) -> None:
         self.connection = connection
+        self.then = then
+        """The hook that was installed before (still called for every violation)."""
         self.count = 0
         self.lines: list[bytes] = []
         self.given_up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def saw(self, violation: ProtocolViolation) -> None:
+        if self.then is not None:
+            self.then(violation)
         if violation.kind not in (Violation.PARSE_ERROR, Violation.INVALID_MESSAGE, Violation.OVERSIZED_LINE):
             return
         if self.connection.core.heard_valid:
