@@ -399,6 +399,19 @@ def test_a_peer_id_beyond_64_bits_is_echoed_as_it_came() -> None:
     assert [r["id"] for r in replies(conn)] == [big, big + 1]
 
 
+def test_a_reply_to_garbage_whose_detail_quotes_non_unicode_text_is_still_sent() -> None:
+    # Found by the long fuzz run: a duplicate request id whose method had lone surrogates made
+    # the reply's detail unencodable, which raised inside receive_data (the reader died).
+    conn = Connection()
+    line = b'{"jsonrpc":"2.0","id":2,"method":"\\ud8a4","params":{}}\n'
+    conn.receive_data(line)
+    (event,) = conn.receive_data(line)
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.DUPLICATE_REQUEST_ID
+    (reply,) = replies(conn)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+
+
 def test_an_error_that_cannot_be_encoded_is_still_sent_without_its_data() -> None:
     conn = Connection()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d"}\n')

@@ -76,6 +76,15 @@ MALFORMED: list[tuple[str, bytes]] = [
         "session/update unknown kind",
         b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"???"}}}',
     ),
+    (
+        "duplicate request id, method not Unicode (found by the long fuzz run)",
+        b'[{"jsonrpc":"2.0","id":"d1","method":"\\ud8a4","params":{}},{"jsonrpc":"2.0","id":"d1","method":"\\ud8a4"}]',
+    ),
+    ("id with lone surrogates, invalid method", b'{"jsonrpc":"2.0","id":"\\ud83d","method":5}'),
+    (
+        "id beyond 64 bits, line orjson rejects",
+        b'{"jsonrpc":"2.0","id":1180591620717411303424,"method":5,"x":"\\ud83d"}',
+    ),
     ("whitespace only", b"   \t "),
     ("NUL bytes", b"\x00\x00\x00"),
 ]

@@ -439,7 +439,7 @@ class Connection:
             )
             return
         if rid in self.incoming:
-            detail = f"request id {rid!r} is already in flight ({method})"
+            detail = f"request id {rid!r} is already in flight ({method!r})"
             replied = self._reply_error(
                 None, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail}
             )
@@ -577,8 +577,14 @@ class Connection:
             return False
         self._garbage_run += 1
         obj = {"jsonrpc": "2.0", "id": id, "error": {"code": int(code), "message": message, "data": data}}
+        try:
+            encoded = self._encode_answer(obj)
+        except TypeError:  # the detail quotes the peer's text that is not Unicode: drop it
+            encoded = self._encode_answer(
+                {"jsonrpc": "2.0", "id": id, "error": {"code": int(code), "message": message}}
+            )
         if batch is None:
-            self._emit(self._encode_answer(obj))
+            self._emit(encoded)
         else:
-            batch.replies.append(self._encode_answer(obj))
+            batch.replies.append(encoded)
         return True
