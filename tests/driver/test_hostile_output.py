@@ -40,6 +40,7 @@ async def test_a_garbage_flood_mid_turn_neither_hangs_nor_floods(
 ) -> None:
     flood = b"".join(b"garbage %d\n" % i for i in range(20000))
     flood += b'{"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"}}\n' * 500
+    flood += b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":5}}\n' * 1000
     out: list[bytes] = []
     async with asyncio.timeout(60):
         async with running(

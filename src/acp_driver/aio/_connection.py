@@ -43,6 +43,7 @@ from ..core import (
     Response,
     Tracer,
     Violation,
+    worth_logging,
 )
 from ..core import Connection as CoreConnection
 from ._deadlines import Deadlines
@@ -277,7 +278,7 @@ class Connection(Serving, Requesting):
         counts = self.violation_counts
         counts[kind] += 1
         n = counts[kind]
-        if _worth_logging(n):
+        if worth_logging(n):
             # Rate-limited: a peer that sends garbage on every line must not flood the log.
             level = logging.INFO if kind is Violation.UNKNOWN_CANCEL_ID else logging.WARNING
             if n == 1:
@@ -374,13 +375,6 @@ class Connection(Serving, Requesting):
             logger.debug("%s: closing the transport failed", self.name, exc_info=True)
         # Let the transport's connection_lost callbacks run.
         await asyncio.sleep(0)
-
-
-def _worth_logging(n: int) -> bool:
-    """Log the 1st, 10th, 100th, ... occurrence: O(log n) lines for n repeats."""
-    while n >= 10 and n % 10 == 0:
-        n //= 10
-    return n == 1
 
 
 def _json_default(value: Any) -> Any:

@@ -130,3 +130,14 @@ class EndOfInput:
 Event = (
     Request | Notification | CancelRequest | Response | ErrorResponse | Quiet | ProtocolViolation | EndOfInput
 )
+
+
+def worth_logging(n: int) -> bool:
+    """Whether the ``n``-th occurrence of a repeated report is logged: the 1st, 10th, 100th...
+
+    O(log n) log lines for n repeats, each saying the count: a peer that misbehaves on every
+    line cannot flood the log.
+    """
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import protocol as p
-from ..core import AcpError
+from ..core import AcpError, worth_logging
 from ._results import CancelOutcome
 from ._turn import PromptTurn
 from ._updates import Update
@@ -160,7 +160,7 @@ class RemoteSession:
         self.late_updates += 1
         if late_of is not None:
             late_of.late_updates.append(update)
-        if _worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
+        if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
             logger.warning(
                 "session %s: %s arrived after its turn's response (peer violation, %d so far); "
                 "not attributed",
@@ -171,9 +171,3 @@ class RemoteSession:
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.id!r})"
-
-
-def _worth_logging(n: int) -> bool:
-    while n >= 10 and n % 10 == 0:
-        n //= 10
-    return n == 1
