@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_driver.driver import AgentStartError, launch
+from acp_driver.driver import AgentStartError, Resolution, launch
 
 from ._helpers import assert_group_gone, running, script
 from .test_faults import env_with
@@ -75,3 +75,16 @@ async def test_an_update_with_a_lone_surrogate_reaches_its_turn(tmp_path: Path) 
         assert (await turn).stop_reason == "end_turn"
         assert [u.raw["content"]["text"] for u in updates] == ["smile \ud83d"]
         assert agent.connection.violations == 0
+
+
+async def test_a_prompt_that_cannot_be_encoded_fails_its_turn_at_once(tmp_path: Path) -> None:
+    # It used to hang: the encoding error was raised where nobody waited for it.
+    async with asyncio.timeout(60), running(script("fuzz_agent")) as agent:
+        session = await agent.new_session(tmp_path)
+        result = await session.prompt("caf\udce9")
+        assert result.resolution is Resolution.ERROR
+        assert result.error is not None
+        assert "cannot be sent" in result.error.message
+        assert "surrogates" in result.error.message
+        assert agent.connection.in_flight == (0, 0)
+        assert (await session.prompt(b"".hex())).stop_reason == "end_turn"  # nothing was broken
