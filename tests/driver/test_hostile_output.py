@@ -28,6 +28,17 @@ async def test_a_peer_that_prints_only_garbage_fails_the_start_promptly_quoting_
     assert "log line 1" in message
 
 
+async def test_a_peer_that_prints_a_little_garbage_and_exits_is_reported_with_its_lines() -> None:
+    env = env_with(
+        ACP_TEST_FUZZ_START=b"usage: agent [--acp]\nunknown option\n".hex(), ACP_TEST_FUZZ_THEN="exit"
+    )
+    async with asyncio.timeout(60):
+        with pytest.raises(AgentStartError) as info:
+            await launch(script("fuzz_agent"), env=env)
+    message = str(info.value)
+    assert "'usage: agent [--acp]'; 'unknown option'" in message
+
+
 async def test_a_banner_line_before_initialize_is_tolerated(tmp_path: Path) -> None:
     env = env_with(ACP_TEST_FUZZ_START=b"hello from the agent\n".hex())
     async with asyncio.timeout(60), running(script("fuzz_agent"), env=env) as agent:

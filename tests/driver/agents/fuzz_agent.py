@@ -3,7 +3,8 @@
 - ``session/prompt``: the prompt's first text block is hex; its bytes are written to stdout as
   they are (any lines at all), then the prompt is answered ``end_turn``.
 - ``ACP_TEST_FUZZ_START`` (hex): written before anything else -- before ``initialize`` is even
-  read; with ``ACP_TEST_FUZZ_THEN=hang`` the agent then reads on but never answers.
+  read; with ``ACP_TEST_FUZZ_THEN=hang`` the agent then reads on but never answers, with
+  ``exit`` it exits (status 3).
 - Everything else: ``initialize``/``session/new`` answered as usual; other requests get -32601.
 """
 
@@ -35,6 +36,8 @@ _acp.record_pid("agent")
 start = os.environ.get("ACP_TEST_FUZZ_START")
 if start:
     _acp.write_raw(bytes.fromhex(start))
+    if os.environ.get("ACP_TEST_FUZZ_THEN") == "exit":
+        sys.exit(3)
     if os.environ.get("ACP_TEST_FUZZ_THEN") == "hang":
         for _ in messages():
             pass
