@@ -157,7 +157,8 @@ class RemoteAgent:
                 response = answer.result()
             except AcpError as exc:
                 if garbage.lines:
-                    raise AgentStartError(f"{exc}; {garbage.report(self.name)}") from exc
+                    then = getattr(exc, "message", None) or str(exc)
+                    raise AgentStartError(f"{garbage.report(self.name)}; then: {then}") from exc
                 raise
         finally:
             conn.on_violation = previous
