@@ -84,7 +84,8 @@ class Violation(Enum):
     """Kinds of peer rule-breaking the core detects."""
 
     PARSE_ERROR = "parse_error"
-    """The line is not valid JSON (or not UTF-8). Answered -32700 with id null."""
+    """The line is not valid JSON (or not UTF-8). Answered -32700 with id null (as every error
+    reply to malformed input: up to the connection's bound on such replies in a row)."""
     INVALID_MESSAGE = "invalid_message"
     """Valid JSON that is not a JSON-RPC 2.0 message. Answered -32600, unless response-shaped
     (``result``/``error`` without ``method``, e.g. an error object without ``id``): never answered."""
