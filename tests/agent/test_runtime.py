@@ -274,3 +274,83 @@ async def test_stdin_eof_cancels_in_flight_work_and_exits_quickly() -> None:
             assert await turn == {"stopReason": "cancelled"}
     finally:
         await c.close()
+
+
+# ---------------------------------------------------------------------------- params shape
+
+BAD_PARAMS = [
+    ("session/prompt", {"prompt": "SID"}, 'missing required member "prompt"'),
+    ("session/prompt", {"prompt": "SID", "x": 1, "promptx": []}, 'missing required member "prompt"'),
+    ("session/prompt", {"sessionId": "SID", "prompt": "hello"}, '"prompt" must be an array, got string'),
+    ("session/prompt", {"sessionId": "SID", "prompt": ["hello"]}, "prompt[0] must be a content block"),
+    ("session/prompt", {"sessionId": 7, "prompt": []}, '"sessionId" must be a string, got integer'),
+    ("session/prompt", ["SID"], "params must be an object, got array"),
+    ("session/new", {"cwd": "/"}, 'missing required member "mcpServers"'),
+    ("session/new", {"cwd": "/", "mcpServers": {}}, '"mcpServers" must be an array, got object'),
+    ("initialize", {"protocolVersion": True}, '"protocolVersion" must be an integer, got boolean'),
+    ("initialize", None, "params must be an object, got null"),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "reason"), BAD_PARAMS)
+async def test_params_without_the_required_shape_are_invalid_params(
+    reference: Client, method: str, params: Any, reason: str
+) -> None:
+    if isinstance(params, dict) and params.get("prompt") == "SID":
+        params = {"sessionId": reference.session_id}
+    elif isinstance(params, dict) and params.get("sessionId") == "SID":
+        params = {**params, "sessionId": reference.session_id}
+    with pytest.raises(RpcError) as info:
+        await reference.conn.request(method, params)
+    assert info.value.code == -32602
+    assert reason in info.value.message
+    # Nothing ran: no turn started, and the session still takes a valid prompt.
+    assert reference.received("session/update") == []
+    assert await reference.prompt("hi") == {"stopReason": "end_turn"}
+
+
+def test_the_required_shapes_are_the_schemas() -> None:
+    # The runtime's table against the official schema's models (the required members).
+    from acp import schema
+
+    from acp_driver.agent._params import REQUIRED
+
+    models = {
+        "initialize": schema.InitializeRequest,
+        "authenticate": schema.AuthenticateRequest,
+        "session/new": schema.NewSessionRequest,
+        "session/load": schema.LoadSessionRequest,
+        "session/resume": schema.ResumeSessionRequest,
+        "session/list": schema.ListSessionsRequest,
+        "session/close": schema.CloseSessionRequest,
+        "session/set_mode": schema.SetSessionModeRequest,
+        "session/set_config_option": schema.SetSessionConfigOptionBooleanRequest,
+        "session/prompt": schema.PromptRequest,
+        "session/cancel": schema.CancelNotification,
+    }
+    assert set(REQUIRED) == set(models)
+    for method, model in models.items():
+        required = {f.alias or name for name, f in model.model_fields.items() if f.is_required()}
+        assert {member for member, _ in REQUIRED[method]} == required, method
+
+
+async def test_a_prompt_with_lone_surrogates_is_read_and_an_unsendable_echo_fails_the_turn_at_once(
+    reference: Client,
+) -> None:
+    # "\udce9" alone is valid JSON text: the runtime reads the prompt (it used to answer -32700
+    # with id null, so the client's request hung). The reference agent echoes the text in an
+    # update; that update cannot be encoded (we never emit lone surrogates), and the turn
+    # fails at once with an error answer instead of hanging.
+    rid = "raw-1"
+    line = (
+        b'{"jsonrpc":"2.0","id":"raw-1","method":"session/prompt","params":{"sessionId":"%s",'
+        b'"prompt":[{"type":"text","text":"caf\\udce9"}]}}' % reference.session_id.encode()
+    )
+    reference.conn.send_raw(line)
+    await eventually(
+        lambda: any(d == "in" and m.get("id") == rid for _, d, m in reference.lines), "the prompt's answer"
+    )
+    (answer,) = [m for _, d, m in reference.lines if d == "in" and m.get("id") == rid]
+    assert answer["error"]["code"] == -32603
+    # The connection and the session still work.
+    assert await reference.prompt("hi") == {"stopReason": "end_turn"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -22,14 +23,14 @@ from acp_driver.core import (
 
 def replies(conn: Connection) -> list[Any]:
     data = conn.data_to_send()
-    return [orjson.loads(line) for line in data.splitlines()]
+    return [json.loads(line) for line in data.splitlines()]  # not orjson: lone surrogates too
 
 
 def error_reply(id: Any, code: int) -> tuple[Any, int]:
     return (id, code)
 
 
-# (name, line, expected reply (id, code) or None, expected violation kind)
+# (name, line, expected reply (id, code) -- None: a response, never answered -- and violation kind)
 MALFORMED = [
     ("invalid json", b"{not json", (None, -32700), Violation.PARSE_ERROR),
     ("truncated json", b'{"jsonrpc":"2.0","id":1,"method":"x"', (None, -32700), Violation.PARSE_ERROR),
@@ -57,26 +58,42 @@ MALFORMED = [
     (
         "both result and error",
         b'{"jsonrpc":"2.0","id":8,"result":1,"error":{"code":1,"message":"m"}}',
-        (None, -32600),
+        None,
         Violation.INVALID_MESSAGE,
     ),
     (
         "error not an object",
         b'{"jsonrpc":"2.0","id":9,"error":"bad"}',
-        (None, -32600),
+        None,
         Violation.INVALID_MESSAGE,
     ),
     (
         "error without code",
         b'{"jsonrpc":"2.0","id":9,"error":{"message":"m"}}',
-        (None, -32600),
+        None,
         Violation.INVALID_MESSAGE,
     ),
-    ("response without id", b'{"jsonrpc":"2.0","result":1}', (None, -32600), Violation.INVALID_MESSAGE),
+    ("response without id", b'{"jsonrpc":"2.0","result":1}', None, Violation.INVALID_MESSAGE),
+    (
+        "error object without id (codex-acp answering a notification)",
+        b'{"jsonrpc":"2.0","error":{"code":-32601,"message":"Method not found"}}',
+        None,
+        Violation.INVALID_MESSAGE,
+    ),
+    ("response with float id", b'{"jsonrpc":"2.0","id":1.0,"result":1}', None, Violation.INVALID_MESSAGE),
+    ("NaN", b'{"jsonrpc":"2.0","id":1,"method":"x","params":[NaN]}', (None, -32700), Violation.PARSE_ERROR),
+    (
+        "Infinity",
+        b'{"jsonrpc":"2.0","method":"x","params":[-Infinity]}',
+        (None, -32700),
+        Violation.PARSE_ERROR,
+    ),
+    ("bad escape", b'{"jsonrpc":"2.0","method":"x\\q"}', (None, -32700), Violation.PARSE_ERROR),
+    ("nested too deep", b"[" * 100_000, (None, -32700), Violation.PARSE_ERROR),
     (
         "response wrong jsonrpc",
         b'{"jsonrpc":"1","id":1,"result":1}',
-        (None, -32600),
+        None,
         Violation.INVALID_MESSAGE,
     ),
     ("empty batch", b"[]", (None, -32600), Violation.EMPTY_BATCH),
@@ -87,7 +104,7 @@ MALFORMED = [
     ("line", "reply", "kind"), [row[1:] for row in MALFORMED], ids=[r[0] for r in MALFORMED]
 )
 def test_malformed_input_is_answered_and_reported(
-    line: bytes, reply: tuple[Any, int], kind: Violation
+    line: bytes, reply: tuple[Any, int] | None, kind: Violation
 ) -> None:
     conn = Connection()
     events = conn.receive_data(line + b"\n")
@@ -95,10 +112,14 @@ def test_malformed_input_is_answered_and_reported(
     event = events[0]
     assert isinstance(event, ProtocolViolation)
     assert event.kind is kind
-    assert event.replied
-    (answer,) = replies(conn)
-    assert answer["jsonrpc"] == "2.0"
-    assert (answer["id"], answer["error"]["code"]) == reply
+    if reply is None:
+        assert not event.replied
+        assert conn.data_to_send() == b""  # a response is never answered
+    else:
+        assert event.replied
+        (answer,) = replies(conn)
+        assert answer["jsonrpc"] == "2.0"
+        assert (answer["id"], answer["error"]["code"]) == reply
     # The connection survives: the next valid message is processed normally.
     assert conn.receive_data(b'{"jsonrpc":"2.0","id":99,"method":"ok"}\n') == [Request(99, "ok", None)]
     assert len(conn.incoming) == 1
@@ -271,3 +292,130 @@ def test_cancel_request_for_in_flight_request() -> None:
     entry = conn.incoming.get("r")
     assert entry is not None
     assert entry.cancel_requested
+
+
+# ---------------------------------------------------------------------------- odd but valid input
+
+
+def test_lone_surrogate_escapes_are_valid_json_on_every_kind_of_message() -> None:
+    # RFC 8259 allows "\ud83d" alone; JavaScript's JSON.stringify emits it. orjson rejects it:
+    # the fallback parser must read it (a request, a notification and a response).
+    conn = Connection()
+    rid = conn.send_request("x")
+    conn.data_to_send()
+    events = conn.receive_data(
+        b'{"jsonrpc":"2.0","id":5,"method":"m","params":{"t":"\\ud83d"}}\n'
+        b'{"jsonrpc":"2.0","method":"n","params":{"t":"a\\udce9b"}}\n'
+        b'{"jsonrpc":"2.0","id":%d,"result":{"t":"\\udfff"}}\n' % rid
+    )
+    assert events == [
+        Request(5, "m", {"t": "\ud83d"}),
+        Notification("n", {"t": "a\udce9b"}),
+        Response(rid, {"t": "\udfff"}),
+    ]
+    assert conn.data_to_send() == b""
+
+
+def test_sending_a_string_that_is_not_unicode_fails_at_once_and_records_nothing() -> None:
+    conn = Connection()
+    with pytest.raises(TypeError, match="surrogates"):
+        conn.send_request("x", {"t": "caf\udce9"})
+    assert len(conn.outgoing) == 0
+    assert conn.send_request("x") == 1  # the id was not consumed
+    with pytest.raises(TypeError):
+        conn.send_notification("n", ["\ud83d"])
+
+
+@pytest.mark.parametrize("wrong", [b"1.0", b'"1"', b'" 1"'])
+def test_a_response_id_that_only_looks_like_ours_fails_our_request_at_once(wrong: bytes) -> None:
+    conn = Connection()
+    rid = conn.send_request("x")
+    assert rid == 1
+    conn.data_to_send()
+    (event,) = conn.receive_data(b'{"jsonrpc":"2.0","id":%s,"result":{}}\n' % wrong)
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.INVALID_RESPONSE
+    assert event.id == rid
+    assert "does not match" in event.detail
+    assert rid not in conn.outgoing
+    assert conn.data_to_send() == b""  # never answered
+    # A late exact answer is now a duplicate, not a crash.
+    (late,) = conn.receive_data(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
+    assert isinstance(late, ProtocolViolation)
+    assert late.kind is Violation.DUPLICATE_RESPONSE
+
+
+def test_a_string_id_that_is_not_ours_is_an_unknown_response() -> None:
+    conn = Connection()
+    conn.send_request("x")
+    (event,) = conn.receive_data(b'{"jsonrpc":"2.0","id":"abc","result":{}}\n')
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.UNKNOWN_RESPONSE_ID
+    assert len(conn.outgoing) == 1
+
+
+def test_error_replies_to_garbage_are_bounded_and_a_valid_message_resets_the_bound() -> None:
+    conn = Connection(max_error_replies=3)
+    events = conn.receive_data(b"garbage\n" * 10)
+    assert [e.replied for e in events if isinstance(e, ProtocolViolation)] == [True] * 3 + [False] * 7
+    assert len(replies(conn)) == 3
+    conn.receive_data(b'{"jsonrpc":"2.0","method":"ok"}\n')
+    conn.receive_data(b"garbage\n" * 5)
+    assert len(replies(conn)) == 3
+
+
+def test_a_parse_error_quotes_the_start_of_its_line() -> None:
+    conn = Connection()
+    (event,) = conn.receive_data(b"Starting agent v1.2 ..." + b"x" * 1000 + b"\n")
+    assert isinstance(event, ProtocolViolation)
+    assert event.line is not None
+    assert event.line.startswith(b"Starting agent v1.2")
+    assert len(event.line) < 1000
+
+
+def test_a_peer_id_with_lone_surrogates_is_echoed_as_it_came() -> None:
+    # Found by the fuzzer: echoing such an id used to raise inside receive_data (a crash of the
+    # reader); an answer to a request with such an id could not be sent at all.
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"\\ud83d","method":5}\n')  # invalid: echoes the id
+    (reply,) = replies(conn)
+    assert reply["id"] == "\ud83d"
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"a\\udce9","method":"m"}\n')
+    conn.send_result("a\udce9", {"ok": True})
+    assert conn.data_to_send() == b'{"jsonrpc":"2.0","id":"a\\udce9","result":{"ok":true}}\n'
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"b\\udce9","method":"m"}\n')
+    with pytest.raises(TypeError):  # our own content stays strict
+        conn.send_result("b\udce9", {"t": "\udce9"})
+
+
+def test_a_peer_id_beyond_64_bits_is_echoed_as_it_came() -> None:
+    # Found by the fuzzer: the fallback parser reads big integers; echoing one crashed the reader.
+    # (orjson reads them as floats: only a line it rejects, here for a lone surrogate, keeps them.)
+    big = 2**70
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":5,"x":"\\ud83d"}\n' % big)
+    conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":"m","x":"\\ud83d"}\n' % (big + 1))
+    conn.send_result(big + 1, None)
+    assert [r["id"] for r in replies(conn)] == [big, big + 1]
+
+
+def test_a_reply_to_garbage_whose_detail_quotes_non_unicode_text_is_still_sent() -> None:
+    # Found by the long fuzz run: a duplicate request id whose method had lone surrogates made
+    # the reply's detail unencodable, which raised inside receive_data (the reader died).
+    conn = Connection()
+    line = b'{"jsonrpc":"2.0","id":2,"method":"\\ud8a4","params":{}}\n'
+    conn.receive_data(line)
+    (event,) = conn.receive_data(line)
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.DUPLICATE_REQUEST_ID
+    (reply,) = replies(conn)
+    assert (reply["id"], reply["error"]["code"]) == (None, -32600)
+
+
+def test_an_error_that_cannot_be_encoded_is_still_sent_without_its_data() -> None:
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d"}\n')
+    conn.send_error(1, -32601, "Method not found: \ud83d", {"method": "\ud83d"})
+    (reply,) = replies(conn)
+    assert reply["error"] == {"code": -32601, "message": "Method not found: \\ud83d"}
+    assert len(conn.incoming) == 0

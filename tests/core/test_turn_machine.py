@@ -171,3 +171,58 @@ def test_agent_turn_ended_is_final() -> None:
     assert not m.feed(AgentTurnEvent.END)
     assert m.state is AgentTurnState.ENDED
     assert not [key for key in AGENT_TURN_TRANSITIONS if key[0] is AgentTurnState.ENDED]
+
+
+# ---------------------------------------------------------------------------- what the result says
+
+
+def test_a_cancelled_stop_reason_nobody_asked_for_is_the_agents_cancel() -> None:
+    m = machine()
+    step = m.observe(Observation(Seen.ANSWERED, stop_reason="cancelled"), T0)
+    assert step.resolution is Resolution.CANCELLED
+    assert m.cancelled_by == "agent"
+    assert m.resolved_by is None  # the host never cancelled: no step took effect
+
+
+def test_minus_32800_nobody_asked_for_is_the_agents_cancel_too() -> None:
+    m = machine()
+    m.observe(Observation(Seen.FAILED, stop_reason="cancelled"), T0)
+    assert (m.resolution, m.cancelled_by, m.resolved_by) == (Resolution.CANCELLED, "agent", None)
+
+
+def test_a_cancel_the_agent_honoured_names_the_host_and_the_step_that_took_effect() -> None:
+    m = machine()
+    m.observe(CANCEL, T0)
+    m.observe(TICK, T0 + 2.0)  # cancel_request
+    m.observe(Observation(Seen.ANSWERED, stop_reason="cancelled"), T0 + 2.1)
+    assert (m.resolution, m.cancelled_by, m.resolved_by) == (Resolution.CANCELLED, "host", "cancel_request")
+
+
+def test_a_cancel_the_agent_ignored_says_so() -> None:
+    # The turn then ended on its own with end_turn: the cancel did not take effect, whatever
+    # steps were taken before.
+    m = machine()
+    m.observe(CANCEL, T0)
+    m.observe(TICK, T0 + 2.0)
+    m.observe(Observation(Seen.ANSWERED, stop_reason="end_turn"), T0 + 2.5)
+    assert (m.resolution, m.cancelled_by, m.resolved_by) == (Resolution.COMPLETED, None, "ignored")
+
+
+def test_an_abandoned_prompt_is_the_hosts_cancel() -> None:
+    m = machine()
+    m.observe(Observation(Seen.ABANDONED), T0)
+    assert (m.resolution, m.cancelled_by, m.resolved_by) == (Resolution.CANCELLED, "host", None)
+
+
+def test_a_kill_names_the_step_and_no_canceller() -> None:
+    m = machine()
+    m.observe(CANCEL, T0)
+    m.observe(TICK, T0 + 4.0)
+    m.observe(Observation(Seen.GONE), T0 + 4.1)
+    assert (m.resolution, m.cancelled_by, m.resolved_by) == (Resolution.KILLED, None, "kill")
+
+
+def test_a_turn_that_ends_normally_names_nobody() -> None:
+    m = machine()
+    m.observe(Observation(Seen.ANSWERED, stop_reason="end_turn"), T0)
+    assert (m.cancelled_by, m.resolved_by) == (None, None)

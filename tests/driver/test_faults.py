@@ -191,25 +191,27 @@ async def test_updates_after_the_response_are_late(tmp_path: Path) -> None:
         assert session.late_updates == 1
         assert [u.raw["content"]["text"] for u in first.late_updates] == ["late after turn 1"]
 
-        # During the next turn: a tool_call_update for turn 1's call_1 and a chunk of turn 1's
-        # message m1 are reported late, not given to turn 2.
+        # During the next turn: a tool_call_update for turn 1's call_1 is reported late, not
+        # given to turn 2 (tool call ids are unique in a session). A chunk reusing turn 1's
+        # message id m1 is turn 2's: the protocol's ordering decides, not message ids.
         second = session.prompt("two")
         second_updates = [u async for u in second]
         assert (await second).stop_reason == "end_turn"
         assert [u.raw for u in second_updates] == [
             {
                 "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": "late during turn 2"},
+                "messageId": "m1",
+            },
+            {
+                "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": "turn 2 text"},
                 "messageId": "m2",
-            }
+            },
         ]
         assert "call_1" not in second.tool_calls
-        assert session.late_updates == 3
-        assert [u.kind for u in first.late_updates] == [
-            "agent_message_chunk",
-            "tool_call_update",
-            "agent_message_chunk",
-        ]
+        assert session.late_updates == 2
+        assert [u.kind for u in first.late_updates] == ["agent_message_chunk", "tool_call_update"]
         assert first.tool_calls["call_1"].status == "in_progress"  # not updated by the late update
         assert second.late_updates == []
         await close_and_check(agent)

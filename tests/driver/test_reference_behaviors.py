@@ -50,9 +50,8 @@ class Expect:
 
 EXPECTED = {
     "polite": Expect(STREAM, Resolution.CANCELLED, "session_cancel", "cancelled", ("session_cancel",)),
-    "end-turn-on-cancel": Expect(
-        STREAM, Resolution.COMPLETED, "session_cancel", "end_turn", ("session_cancel",)
-    ),
+    # It ends the turn on its own terms after the cancel: the cancel did not take effect.
+    "end-turn-on-cancel": Expect(STREAM, Resolution.COMPLETED, "ignored", "end_turn", ("session_cancel",)),
     "error-on-cancel": Expect(STREAM, Resolution.ERROR, "session_cancel", None, ("session_cancel",)),
     # It only ignores $/cancel_request: session/cancel alone stops it.
     "no-answer-on-cancel-request": Expect(
@@ -100,9 +99,10 @@ async def test_cancel_each_behavior(behavior: str, tmp_path: Path) -> None:
             await started(turn)
             canceller = asyncio.create_task(turn.cancel())
             await wait_for(lambda: turn.ladder is not None, "the ladder to start")
-            if expect.resolved_by != "session_cancel":
+            last_step = expect.steps[-1] if expect.steps else expect.resolved_by
+            if last_step != "session_cancel":
                 assert not canceller.done()
-                clock.advance_to(T0 + dict(LADDER_AT)[expect.resolved_by])
+                clock.advance_to(T0 + dict(LADDER_AT)[last_step])
             outcome = await canceller
             result = await turn
 
@@ -113,7 +113,9 @@ async def test_cancel_each_behavior(behavior: str, tmp_path: Path) -> None:
             assert outcome.stop_reason == expect.stop_reason
             assert outcome.resolved_by == expect.resolved_by, outcome
             assert outcome.steps == expect.steps
-            assert outcome.elapsed == dict(LADDER_AT)[expect.resolved_by]  # fake time: exact
+            assert outcome.elapsed == dict(LADDER_AT)[last_step]  # fake time: exact
+            expected_by = "host" if expect.resolution is Resolution.CANCELLED else None
+            assert result.cancelled_by == expected_by
             assert result.cancel == outcome
             assert turn.ladder is not None
             assert turn.ladder.resolution is expect.resolution

@@ -16,6 +16,9 @@ Guarantees, whatever the agent's code does:
   ``-32600`` ("session busy"); the running turn is not disturbed.
 - Capabilities advertised in ``initialize`` are exactly the methods the agent implements; the
   others answer ``-32601``.
+- Params are checked against the schema's required shape before any agent code runs
+  (``_params``): a ``session/prompt`` without ``prompt``, or with a string ``prompt``, is
+  ``-32602`` with the reason, never a turn.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 from .. import protocol as p
 from ..aio import Connection, current_request
 from ..core import ErrorCode, RpcError
+from ._params import check_params, params_problem
 from ._turn import Session, Turn
 
 logger = logging.getLogger("acp_driver.agent")
@@ -191,7 +195,7 @@ class AgentRuntime:
     # ------------------------------------------------------------------ handlers
 
     async def _initialize(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.INITIALIZE)
+        params = check_params(p.INITIALIZE, params)
         version = params.get("protocolVersion")
         if type(version) is not int:
             raise RpcError.invalid_params('"protocolVersion" must be an integer')
@@ -212,7 +216,7 @@ class AgentRuntime:
         }
 
     async def _authenticate(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.AUTHENTICATE)
+        params = check_params(p.AUTHENTICATE, params)
         method_id = params.get("methodId")
         if not isinstance(method_id, str):
             raise RpcError.invalid_params('"methodId" must be a string')
@@ -227,7 +231,7 @@ class AgentRuntime:
         return session
 
     async def _new_session(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.SESSION_NEW)
+        params = check_params(p.SESSION_NEW, params)
         session = self._open_session(f"sess_{uuid.uuid4().hex[:16]}", params)
         try:
             extra = await self.agent.new_session(session)
@@ -237,7 +241,7 @@ class AgentRuntime:
         return {"sessionId": session.id, **(extra or {})}
 
     async def _load_session(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.SESSION_LOAD)
+        params = check_params(p.SESSION_LOAD, params)
         session = self._open_session(_session_id(params), params)
         try:
             return await self.agent.load_session(session) or {}
@@ -246,16 +250,16 @@ class AgentRuntime:
             raise
 
     async def _resume_session(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.SESSION_RESUME)
+        params = check_params(p.SESSION_RESUME, params)
         sid = _session_id(params)
         session = self.sessions.get(sid) or self._open_session(sid, params)
         return await self.agent.resume_session(session) or {}
 
     async def _list_sessions(self, params: Any) -> dict[str, Any]:
-        return await self.agent.list_sessions(params if isinstance(params, dict) else {})
+        return await self.agent.list_sessions(check_params(p.SESSION_LIST, params))
 
     async def _close_session(self, params: Any) -> dict[str, Any]:
-        session = self._session(_object(params, p.SESSION_CLOSE))
+        session = self._session(check_params(p.SESSION_CLOSE, params))
         if session.turn is not None:
             await self._cancel_and_wait(session.turn, "session/close")
         await self.agent.close_session(session)
@@ -263,7 +267,7 @@ class AgentRuntime:
         return {}
 
     async def _set_mode(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.SESSION_SET_MODE)
+        params = check_params(p.SESSION_SET_MODE, params)
         session = self._session(params)
         mode_id = params.get("modeId")
         if not isinstance(mode_id, str):
@@ -273,7 +277,7 @@ class AgentRuntime:
         return result or {}
 
     async def _set_config_option(self, params: Any) -> dict[str, Any]:
-        params = _object(params, p.SESSION_SET_CONFIG_OPTION)
+        params = check_params(p.SESSION_SET_CONFIG_OPTION, params)
         session = self._session(params)
         config_id = params.get("configId")
         if not isinstance(config_id, str):
@@ -290,7 +294,7 @@ class AgentRuntime:
     # ------------------------------------------------------------------ prompt turns
 
     async def _prompt(self, params: Any) -> Any:
-        params = _object(params, p.SESSION_PROMPT)
+        params = check_params(p.SESSION_PROMPT, params)
         session = self._session(params)
         if session.turn is not None:
             raise RpcError(
@@ -374,7 +378,11 @@ class AgentRuntime:
     async def _session_cancel(self, params: Any) -> None:
         # A coroutine on purpose: the connection starts it as a task, after the task of a
         # session/prompt read just before it has taken its first step (and registered its turn).
-        sid = params.get("sessionId") if isinstance(params, dict) else None
+        problem = params_problem(p.SESSION_CANCEL, params)
+        if problem is not None:  # a notification: never answered, only logged
+            logger.debug("ignoring session/cancel: invalid params: %s", problem)
+            return
+        sid = params.get("sessionId")
         session = self.sessions.get(sid) if isinstance(sid, str) else None
         if session is None or session.turn is None:
             logger.debug("session/cancel for idle or unknown session %r: nothing to cancel", sid)
@@ -388,12 +396,6 @@ class AgentRuntime:
         turn.cancel(reason)
         if turn.task is not None:
             await asyncio.wait({turn.task}, timeout=self.cancel_timeout)
-
-
-def _object(params: Any, method: str) -> dict[str, Any]:
-    if not isinstance(params, dict):
-        raise RpcError.invalid_params(f"{method} params must be an object")
-    return params
 
 
 def _session_id(params: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ core's; this layer decides *when*, from tasks, futures and the transport's signa
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -41,6 +42,7 @@ from ..core import (
     Response,
     Tracer,
     Violation,
+    worth_logging,
 )
 from ..core import Connection as CoreConnection
 from ._deadlines import Deadlines
@@ -111,6 +113,8 @@ class Connection(Serving, Requesting):
         """Called with the close reason once the connection is closed."""
         self.violations = 0
         """How many peer violations were seen."""
+        self.violation_counts: collections.Counter[Violation] = collections.Counter()
+        """How many of each kind (the log shows the first of each kind, then only counts)."""
         self.on_peer_gone: Callable[[str], object] | None = None
         """If set, called with ``"eof"`` when the peer's output ends, or ``"write_lost"`` when
         it stops reading, instead of closing at once: the owner closes (e.g. once it knows the
@@ -209,6 +213,11 @@ class Connection(Serving, Requesting):
         """The write side is gone (the peer stopped reading)."""
         if not self._outbox.lost():
             return
+        if exc is not None and not isinstance(exc, (OSError, RuntimeError)):
+            # Not the peer going away but our transport failing (encoding, a bug): what was
+            # queued is lost, so no answer can come -- fail every waiter now, not at the close.
+            logger.error("%s: writing to the transport failed", self.name, exc_info=exc)
+            self._fail_all_waiters(f"writing to the transport failed: {exc!r}")
         if self.state is State.OPEN:
             if self.on_peer_gone is not None:
                 self.on_peer_gone("write_lost")
@@ -245,12 +254,28 @@ class Connection(Serving, Requesting):
 
     def _on_violation(self, event: ProtocolViolation) -> None:
         self.violations += 1
-        if event.kind is Violation.INVALID_RESPONSE:
+        kind = event.kind
+        if kind is Violation.INVALID_RESPONSE:
             fut = self._answer_future(event.id)
             if fut is not None:
                 fut.set_exception(RemoteProtocolError(f"invalid response from peer: {event.detail}"))
-        level = logging.INFO if event.kind is Violation.UNKNOWN_CANCEL_ID else logging.WARNING
-        logger.log(level, "%s: peer protocol violation (%s): %s", self.name, event.kind.value, event.detail)
+        counts = self.violation_counts
+        counts[kind] += 1
+        n = counts[kind]
+        if worth_logging(n):
+            # Rate-limited: a peer that sends garbage on every line must not flood the log.
+            level = logging.INFO if kind is Violation.UNKNOWN_CANCEL_ID else logging.WARNING
+            if n == 1:
+                logger.log(level, "%s: peer protocol violation (%s): %s", self.name, kind.value, event.detail)
+            else:
+                logger.log(
+                    level,
+                    "%s: peer protocol violation (%s), %d so far (only every 10x logged); latest: %s",
+                    self.name,
+                    kind.value,
+                    n,
+                    event.detail,
+                )
         if self.on_violation is not None:
             try:
                 self.on_violation(event)

@@ -6,7 +6,9 @@
   together when it ends (one write for a burst).
 - Backpressure: the transport reports a full buffer (``pause``/``resume``); senders that want
   to wait for room await ``wait_writable``.
-- A write that fails (the transport closed underneath) is reported once through ``on_lost``.
+- A write that fails (the transport closed underneath, or raised anything at all) is reported
+  once through ``on_lost``: the connection then closes and every waiter fails at once, instead
+  of waiting for an answer to a message that was never written.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Outbox:
             return
         try:
             self.transport.send(messages)
-        except (OSError, RuntimeError) as exc:  # closed underneath us
+        except Exception as exc:  # closed underneath us, or broken: these messages are lost
             self._on_lost(exc)
 
     def send_raw(self, message: bytes) -> None:

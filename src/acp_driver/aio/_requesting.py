@@ -150,6 +150,8 @@ class Requesting:
     ) -> PendingRequest:
         if not self.is_open:
             raise self._not_open_error()
+        if self._outbox.closed:
+            raise self.closed_error("cannot send a request: the write side is closed")
         ctx = current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
         rid = self._core.send_request(method, params, parent=parent)
@@ -327,5 +329,7 @@ class Requesting:
         """Queue a notification without waiting for the transport."""
         if not self.is_open:
             raise self._not_open_error()
+        if self._outbox.closed:
+            raise self.closed_error("cannot send a notification: the write side is closed")
         self._core.send_notification(method, params)
         self._outbox.schedule()

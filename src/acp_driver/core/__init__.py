@@ -29,6 +29,7 @@ from ._events import (
     RequestId,
     Response,
     Violation,
+    worth_logging,
 )
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
 from ._ladder import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
@@ -85,4 +86,5 @@ __all__ = [
     "Violation",
     "error_from_object",
     "is_request_id",
+    "worth_logging",
 ]

@@ -8,12 +8,24 @@ tests), WebSocket text frames, HTTP bodies and SSE events (``receive_messages`` 
 Rules enforced here (and nowhere else):
 
 - Framing of NDJSON: see ``_framing``. Each line is one JSON value.
+- Parsing: orjson first; only a line it rejects is parsed again by the standard library, which
+  also accepts lone-surrogate escapes (``"\\ud83d"``: valid JSON text per RFC 8259, emitted by
+  JavaScript's ``JSON.stringify``). NaN/Infinity stay invalid. Sending stays strict: a string
+  that is not valid Unicode cannot be encoded (the caller gets the error at once).
 - Invalid JSON -> ``-32700`` with id null. Valid JSON that is not a message -> ``-32600``; the
   id is echoed when the message is request-shaped (has ``method``, or neither ``result`` nor
-  ``error``) and the id is readable. A response-shaped message (``result``/``error``) that is
-  invalid is answered with id null, because its id belongs to *our* namespace: echoing it would
-  look like an answer to the peer's own request of that number. If it names one of our requests
-  in flight, that request fails (``Violation.INVALID_RESPONSE``) instead of hanging.
+  ``error``) and the id is readable.
+- A response (``result``/``error``, no ``method``) is never answered, valid or not: answering
+  one would start a ping-pong with a peer that answers our answers (e.g. id-less error objects
+  sent in reply to our notifications). An invalid one is reported (``replied`` False). If it
+  names one of our requests in flight, that request fails (``Violation.INVALID_RESPONSE``)
+  instead of hanging.
+- Ids match exactly (JSON-RPC 2.0): a response whose id only *looks* like one of ours in flight
+  (``3.0`` or ``"3"`` for our ``3``) does not answer it; that request fails at once with
+  ``Violation.INVALID_RESPONSE`` naming the mismatch (rather than waiting forever).
+- Error replies to garbage are bounded: after ``max_error_replies`` in a row with no valid
+  message between them, malformed input is still reported but no longer answered (a peer that
+  answers our errors with garbage cannot make us flood it). A valid message resets the count.
 - Arrays are JSON-RPC 2.0 batches: their requests are answered together in one array once all
   are answered; ``[]`` -> one ``-32600``; a batch of notifications gets no reply.
 - A notification is never answered (``$/cancel_request`` included).
@@ -29,6 +41,7 @@ The core never touches I/O or clocks. Outgoing messages accumulate until ``messa
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +71,40 @@ _dumps = orjson.dumps
 _loads = orjson.loads
 _JSONDecodeError = orjson.JSONDecodeError
 _MISSING: Any = object()
+
+DEFAULT_MAX_ERROR_REPLIES = 32
+"""Error replies to malformed input in a row (no valid message between them) before we stop
+answering it (it is still reported)."""
+
+QUOTE_BYTES = 160
+"""How much of a malformed line a violation quotes."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _loads_lenient(line: bytes | str) -> Any:
+    """The fallback parser, for lines orjson rejects: the standard library's, which accepts
+    lone-surrogate escapes. Raises ``ValueError`` (``UnicodeDecodeError`` for bad UTF-8)."""
+    text = line.decode("utf-8") if isinstance(line, bytes) else line
+    return json.loads(text, parse_constant=_reject_constant)
+
+
+def _quote(line: bytes | str) -> bytes:
+    data = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+    return data[:QUOTE_BYTES]
+
+
+def _lenient_match(rid: Any) -> int | None:
+    """The int id a non-matching response id looks like (``3.0``, ``"3"``), if any."""
+    t = type(rid)
+    if t is float and rid.is_integer():
+        return int(rid)
+    if t is str and rid.strip().lstrip("-").isdigit() and len(rid) < 20:
+        return int(rid)
+    return None
+
 
 Tracer = Callable[[str, bytes], None]
 """Called with ("in", message) for every incoming message (its JSON text) and ("out", message)
@@ -100,6 +147,7 @@ class Connection:
         first_id: int = 1,
         default: Callable[[Any], Any] | None = None,
         tracer: Tracer | None = None,
+        max_error_replies: int = DEFAULT_MAX_ERROR_REPLIES,
     ) -> None:
         self._framer = LineFramer(max_line_bytes)
         self.incoming = Ledger("incoming", max_tombstones)
@@ -114,6 +162,11 @@ class Connection:
         """The peer's output has ended."""
         self.closed = False
         """We closed the connection: nothing more can be sent."""
+        self.max_error_replies = max_error_replies
+        self._garbage_run = 0
+        """Error replies to malformed input since the last valid message."""
+        self.heard_valid = False
+        """A valid message (request, notification, answer to one of ours) was received."""
 
     # ------------------------------------------------------------------ output buffer
 
@@ -152,6 +205,20 @@ class Connection:
 
     def _encode(self, message: Any) -> bytes:
         return _dumps(message, default=self._default) + b"\n"
+
+    def _encode_answer(self, message: dict[str, Any]) -> bytes:
+        """Encode an answer to the peer: like ``_encode``, except that the id is the peer's own
+        and is echoed as it came -- lone surrogates (escaped: valid JSON) and integers beyond
+        64 bits included: the peer wrote it so. Everything else stays strict."""
+        try:
+            return _dumps(message, default=self._default) + b"\n"
+        except TypeError:
+            rid = message["id"]
+            if type(rid) is not str and type(rid) is not int:
+                raise
+            data = _dumps({**message, "id": None}, default=self._default)  # strict for the rest
+            escaped = json.dumps(rid).encode("ascii")
+            return data.replace(b'"id":null', b'"id":' + escaped, 1) + b"\n"
 
     # ------------------------------------------------------------------ sending
 
@@ -200,17 +267,27 @@ class Connection:
     def send_result(self, id: RequestId, result: Any) -> None:
         """Answer the peer's request ``id`` with ``result``."""
         entry = self._answerable(id)
-        data = self._encode({"jsonrpc": "2.0", "id": id, "result": result})
+        data = self._encode_answer({"jsonrpc": "2.0", "id": id, "result": result})
         self.incoming.close(id, Outcome.RESULT)
         self._deliver(entry, data)
 
     def send_error(self, id: RequestId, code: int, message: str, data: Any = None) -> None:
-        """Answer the peer's request ``id`` with an error (``-32800`` records it as cancelled)."""
+        """Answer the peer's request ``id`` with an error (``-32800`` records it as cancelled).
+
+        Never fails for want of encoding: data that cannot be encoded is dropped, and text that
+        is not Unicode is escaped (the request must get its answer)."""
         entry = self._answerable(id)
         error: dict[str, Any] = {"code": int(code), "message": message}
         if data is not None:
             error["data"] = data
-        encoded = self._encode({"jsonrpc": "2.0", "id": id, "error": error})
+        try:
+            encoded = self._encode_answer({"jsonrpc": "2.0", "id": id, "error": error})
+        except TypeError:
+            # The data is not JSON, or the message quotes text that is not Unicode (a method
+            # name with lone surrogates): the request still gets its error, without the data.
+            safe = message.encode("utf-8", "backslashreplace").decode("utf-8")
+            error = {"code": int(code), "message": safe}
+            encoded = self._encode_answer({"jsonrpc": "2.0", "id": id, "error": error})
         self.incoming.close(id, Outcome.CANCELLED if code == ErrorCode.REQUEST_CANCELLED else Outcome.ERROR)
         self._deliver(entry, encoded)
 
@@ -276,12 +353,10 @@ class Connection:
             else:
                 assert isinstance(item, OversizedLine)
                 detail = f"message of {item.size} bytes exceeds the limit of {item.limit} bytes; discarded"
-                self._reply_error(
+                replied = self._reply_error(
                     None, ErrorCode.INVALID_REQUEST, "Message too large", None, {"detail": detail}
                 )
-                events.append(
-                    ProtocolViolation(Violation.OVERSIZED_LINE, detail, None, replied=not self.closed)
-                )
+                events.append(ProtocolViolation(Violation.OVERSIZED_LINE, detail, None, replied))
         return events
 
     def receive_eof(self) -> list[Event]:
@@ -297,24 +372,29 @@ class Connection:
         try:
             message = _loads(line)
         except _JSONDecodeError as exc:
-            self._reply_error(None, ErrorCode.PARSE_ERROR, "Parse error", None, {"detail": str(exc)})
-            events.append(ProtocolViolation(Violation.PARSE_ERROR, str(exc), None, replied=not self.closed))
-            return
+            try:
+                message = _loads_lenient(line)  # e.g. lone-surrogate escapes
+            except (ValueError, RecursionError):
+                replied = self._reply_error(
+                    None, ErrorCode.PARSE_ERROR, "Parse error", None, {"detail": str(exc)}
+                )
+                events.append(ProtocolViolation(Violation.PARSE_ERROR, str(exc), None, replied, _quote(line)))
+                return
         if type(message) is dict:
             self._receive_message(message, events, None)
         elif type(message) is list:
             self._receive_batch(message, events)
         else:
-            self._invalid(None, f"a message must be an object, got {type(message).__name__}", events, None)
+            self._invalid(
+                None, f"a message must be an object, got {type(message).__name__}", events, None, line
+            )
 
     def _receive_batch(self, items: list[Any], events: list[Event]) -> None:
         if not items:
-            self._reply_error(
+            replied = self._reply_error(
                 None, ErrorCode.INVALID_REQUEST, "Invalid request", None, {"detail": "empty batch"}
             )
-            events.append(
-                ProtocolViolation(Violation.EMPTY_BATCH, "empty batch", None, replied=not self.closed)
-            )
+            events.append(ProtocolViolation(Violation.EMPTY_BATCH, "empty batch", None, replied, b"[]"))
             return
         batch = _Batch()
         batch.pending = 1  # held while the items are read, so the batch cannot finish early
@@ -347,6 +427,10 @@ class Connection:
         if params is not None and type(params) is not dict and type(params) is not list:
             self._invalid(echo, '"params" must be an object or an array', events, batch)
             return
+        if self._garbage_run:
+            self._garbage_run = 0
+        if not self.heard_valid:
+            self.heard_valid = True
         if rid is _MISSING:
             if method == CANCEL_REQUEST_METHOD:
                 self._receive_cancel(params, events)
@@ -359,11 +443,11 @@ class Connection:
             )
             return
         if rid in self.incoming:
-            detail = f"request id {rid!r} is already in flight ({method})"
-            self._reply_error(None, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail})
-            events.append(
-                ProtocolViolation(Violation.DUPLICATE_REQUEST_ID, detail, rid, replied=not self.closed)
+            detail = f"request id {rid!r} is already in flight ({method!r})"
+            replied = self._reply_error(
+                None, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail}
             )
+            events.append(ProtocolViolation(Violation.DUPLICATE_REQUEST_ID, detail, rid, replied))
             return
         self.incoming.open(rid, method, None, batch)
         if batch is not None:
@@ -396,6 +480,7 @@ class Connection:
             )
 
     def _receive_response(self, msg: dict[str, Any], events: list[Event], batch: _Batch | None) -> None:
+        """A response: never answered (see the module docstring)."""
         rid = msg.get("id", _MISSING)
         problem = None
         if msg.get("jsonrpc") != "2.0":
@@ -414,27 +499,43 @@ class Connection:
                 or type(error.get("message")) is not str
             ):
                 problem = '"error" must be an object with an integer "code" and a string "message"'
-        if problem is not None:
-            self._reply_error(None, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": problem})
-            failed = rid if rid is not _MISSING and is_request_id(rid) and rid in self.outgoing else None
-            if failed is not None:
-                self.outgoing.close(failed, Outcome.ERROR)
-                events.append(ProtocolViolation(Violation.INVALID_RESPONSE, problem, failed, not self.closed))
-            else:
-                events.append(ProtocolViolation(Violation.INVALID_MESSAGE, problem, None, not self.closed))
-            return
-        entry = self.outgoing.get(rid)
-        if entry is None:
+        if problem is None:
+            entry = self.outgoing.get(rid)
+            if entry is not None:
+                if self._garbage_run:
+                    self._garbage_run = 0
+                if not self.heard_valid:
+                    self.heard_valid = True
+                if "result" in msg:
+                    self.outgoing.close(rid, Outcome.RESULT)
+                    events.append(Response(rid, msg["result"]))
+                    return
+                error = msg["error"]
+                code = error["code"]
+                outcome = Outcome.CANCELLED if code == ErrorCode.REQUEST_CANCELLED else Outcome.ERROR
+                self.outgoing.close(rid, outcome)
+                events.append(ErrorResponse(rid, code, error["message"], error.get("data")))
+                return
+        # Not an answer to a request of ours in flight: report it, never answer it.
+        failed: RequestId = None
+        if rid is not _MISSING and is_request_id(rid) and rid in self.outgoing:
+            failed = rid  # a broken answer to our request: fail it rather than wait forever
+        elif rid is not _MISSING and rid is not None:
+            looks_like = _lenient_match(rid)
+            if looks_like is not None and looks_like in self.outgoing:
+                failed = looks_like
+                problem = (
+                    f"response id {rid!r} ({type(rid).__name__}) does not match our request id "
+                    f"{looks_like!r} exactly (JSON-RPC ids must match in type and value)"
+                )
+        if failed is not None:
+            assert problem is not None
+            self.outgoing.close(failed, Outcome.ERROR)
+            events.append(ProtocolViolation(Violation.INVALID_RESPONSE, problem, failed))
+        elif problem is not None:
+            events.append(ProtocolViolation(Violation.INVALID_MESSAGE, problem, None, False))
+        else:
             self._stray_response(rid, msg, events)
-            return
-        if "result" in msg:
-            self.outgoing.close(rid, Outcome.RESULT)
-            events.append(Response(rid, msg["result"]))
-            return
-        error = msg["error"]
-        code = error["code"]
-        self.outgoing.close(rid, Outcome.CANCELLED if code == ErrorCode.REQUEST_CANCELLED else Outcome.ERROR)
-        events.append(ErrorResponse(rid, code, error["message"], error.get("data")))
 
     def _stray_response(self, rid: RequestId, msg: dict[str, Any], events: list[Event]) -> None:
         stone = self.outgoing.tombstone(rid)
@@ -457,16 +558,37 @@ class Connection:
             detail = f"second response for request {rid!r} ({stone.method}), already {ended}"
             events.append(ProtocolViolation(Violation.DUPLICATE_RESPONSE, detail, rid))
 
-    def _invalid(self, echo: RequestId, detail: str, events: list[Event], batch: _Batch | None) -> None:
-        self._reply_error(echo, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail})
-        events.append(ProtocolViolation(Violation.INVALID_MESSAGE, detail, echo, replied=not self.closed))
+    def _invalid(
+        self,
+        echo: RequestId,
+        detail: str,
+        events: list[Event],
+        batch: _Batch | None,
+        line: bytes | str | None = None,
+    ) -> None:
+        replied = self._reply_error(
+            echo, ErrorCode.INVALID_REQUEST, "Invalid request", batch, {"detail": detail}
+        )
+        quoted = _quote(line) if line is not None else None
+        events.append(ProtocolViolation(Violation.INVALID_MESSAGE, detail, echo, replied, quoted))
 
-    def _reply_error(self, id: RequestId, code: int, message: str, batch: _Batch | None, data: Any) -> None:
-        """An error reply that answers no ledger entry (the message was never a valid request)."""
-        if self.closed:
-            return
+    def _reply_error(self, id: RequestId, code: int, message: str, batch: _Batch | None, data: Any) -> bool:
+        """An error reply that answers no ledger entry (the message was never a valid request).
+
+        Returns whether it was queued: not once closed, nor past ``max_error_replies`` in a row.
+        """
+        if self.closed or self._garbage_run >= self.max_error_replies:
+            return False
+        self._garbage_run += 1
         obj = {"jsonrpc": "2.0", "id": id, "error": {"code": int(code), "message": message, "data": data}}
+        try:
+            encoded = self._encode_answer(obj)
+        except TypeError:  # the detail quotes the peer's text that is not Unicode: drop it
+            encoded = self._encode_answer(
+                {"jsonrpc": "2.0", "id": id, "error": {"code": int(code), "message": message}}
+            )
         if batch is None:
-            self._emit(self._encode(obj))
+            self._emit(encoded)
         else:
-            batch.replies.append(_dumps(obj))
+            batch.replies.append(encoded[:-1])  # without the newline: it joins the batch's array
+        return True

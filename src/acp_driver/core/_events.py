@@ -84,9 +84,11 @@ class Violation(Enum):
     """Kinds of peer rule-breaking the core detects."""
 
     PARSE_ERROR = "parse_error"
-    """The line is not valid JSON (or not UTF-8). Answered -32700 with id null."""
+    """The line is not valid JSON (or not UTF-8). Answered -32700 with id null (as every error
+    reply to malformed input: up to the connection's bound on such replies in a row)."""
     INVALID_MESSAGE = "invalid_message"
-    """Valid JSON that is not a JSON-RPC 2.0 message. Answered -32600."""
+    """Valid JSON that is not a JSON-RPC 2.0 message. Answered -32600, unless response-shaped
+    (``result``/``error`` without ``method``, e.g. an error object without ``id``): never answered."""
     EMPTY_BATCH = "empty_batch"
     """An empty array. Answered with one -32600."""
     OVERSIZED_LINE = "oversized_line"
@@ -98,7 +100,8 @@ class Violation(Enum):
     DUPLICATE_RESPONSE = "duplicate_response"
     """A second response for a request that was already answered."""
     INVALID_RESPONSE = "invalid_response"
-    """A response-shaped message that breaks the rules; the request it names fails."""
+    """A response that breaks the rules, or whose id matches one of our requests only loosely
+    (``3.0`` or ``"3"`` for ``3``); the request it names fails. Never answered."""
     INVALID_CANCEL = "invalid_cancel"
     """A ``$/cancel_request`` without a usable ``requestId``."""
     UNKNOWN_CANCEL_ID = "unknown_cancel_id"
@@ -109,12 +112,15 @@ class Violation(Enum):
 
 @dataclass(slots=True)
 class ProtocolViolation:
-    """The peer broke a rule. ``replied`` says whether the core queued an error reply."""
+    """The peer broke a rule. ``replied`` says whether the core queued an error reply (never for
+    a response; not past the connection's bound on error replies to garbage in a row)."""
 
     kind: Violation
     detail: str
     id: RequestId = None
     replied: bool = False
+    line: bytes | None = None
+    """The start of the offending line, for lines that could not be read as a message."""
 
 
 @dataclass(slots=True)
@@ -125,3 +131,14 @@ class EndOfInput:
 Event = (
     Request | Notification | CancelRequest | Response | ErrorResponse | Quiet | ProtocolViolation | EndOfInput
 )
+
+
+def worth_logging(n: int) -> bool:
+    """Whether the ``n``-th occurrence of a repeated report is logged: the 1st, 10th, 100th...
+
+    O(log n) log lines for n repeats, each saying the count: a peer that misbehaves on every
+    line cannot flood the log.
+    """
+    while n >= 10 and n % 10 == 0:
+        n //= 10
+    return n == 1

@@ -21,6 +21,15 @@ How an ending maps to a ``Resolution`` (``resolve``):
 - stop reason ``cancelled`` (or ``-32800`` on the prompt), or the host abandoned the prompt:
   ``CANCELLED``;
 - an error answer: ``ERROR``; any other stop reason: ``COMPLETED``.
+
+What the result says happened (``attribute``, decided once, when the turn resolves):
+
+- ``cancelled_by``: for a ``CANCELLED`` turn, who cancelled it -- ``host`` (the host asked, or
+  abandoned the prompt) or ``agent`` (stop reason ``cancelled`` or ``-32800`` that nobody here
+  asked for); None for any other resolution;
+- ``resolved_by``: for a cancelled-by-the-host turn, the ladder step that took effect (the last
+  one taken before the end); ``ignored`` when the agent ended the turn on its own terms after
+  the cancel (``COMPLETED``: the cancel did not take effect); None when the host never cancelled.
 """
 
 from __future__ import annotations
@@ -98,6 +107,11 @@ class TurnMachine:
         self.resolution: Resolution | None = None
         self.cancel_requested_at: float | None = None
         self._kill_deadline: float | None = None
+        self._abandoned = False
+        self.cancelled_by: str | None = None
+        """Who cancelled a ``CANCELLED`` turn: ``host`` or ``agent`` (see the module docstring)."""
+        self.resolved_by: str | None = None
+        """The cancel's effect: the ladder step that took effect, ``ignored``, or None (no cancel)."""
 
     @property
     def cancel_requested(self) -> bool:
@@ -137,6 +151,7 @@ class TurnMachine:
         return self._after(self.ladder.skip_to_kill(now), now)
 
     def _end(self, observation: Observation, now: float) -> Step:
+        self._abandoned = observation.seen is Seen.ABANDONED
         return self._resolve_as(self.resolve(observation), now)
 
     def _after(self, rungs: list[Rung], now: float) -> Step:
@@ -154,7 +169,24 @@ class TurnMachine:
         self.resolution = resolution
         if self.ladder is not None:
             self.ladder.resolve(now, resolution)
+        self.cancelled_by, self.resolved_by = self.attribute(resolution)
         return Step((), None, resolution)
+
+    def attribute(self, resolution: Resolution) -> tuple[str | None, str | None]:
+        """(who cancelled, what the cancel did) for a turn ending in ``resolution``."""
+        host_cancelled = self.cancel_requested
+        if resolution is Resolution.CANCELLED:
+            cancelled_by = "host" if host_cancelled or self._abandoned else "agent"
+        else:
+            cancelled_by = None
+        if not host_cancelled:
+            return cancelled_by, None
+        if resolution is Resolution.COMPLETED:
+            return cancelled_by, "ignored"
+        ladder = self.ladder
+        assert ladder is not None
+        last = ladder.resolved_by
+        return cancelled_by, last.value if last is not None else None
 
     # ------------------------------------------------------------------ the mapping
 

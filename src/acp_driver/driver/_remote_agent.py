@@ -27,7 +27,7 @@ from typing import Any
 from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Clock, Connection, LoopClock, ProcessGroup, StderrTail, exit_description
-from ..core import AcpError, ErrorCode, LadderPolicy, RpcError, Tracer
+from ..core import AcpError, ErrorCode, LadderPolicy, ProtocolViolation, RpcError, Tracer, Violation
 from ._errors import AgentExitedError, AgentStartError
 from ._results import CancelOutcome, worst
 from ._routing import AgentRequests
@@ -147,7 +147,27 @@ class RemoteAgent:
             "clientCapabilities": self.services.capabilities(),
             "clientInfo": {"name": "acp-driver", "title": "acp-driver", "version": __version__},
         }
-        response = await self.connection.request(p.INITIALIZE, params, timeout=timeout)
+        conn = self.connection
+        previous = conn.on_violation
+        garbage = _GarbageWatch(conn, previous)
+        conn.on_violation = garbage.saw
+        try:
+            answer = conn.request_nowait(p.INITIALIZE, params, timeout=timeout)
+            done, _ = await asyncio.wait({answer, garbage.given_up}, return_when=asyncio.FIRST_COMPLETED)
+            if answer not in done:
+                answer.cancel()
+                answer.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+                raise AgentStartError(garbage.report(self.name))
+            try:
+                response = answer.result()
+            except AcpError as exc:
+                if garbage.lines:
+                    then = getattr(exc, "message", None) or str(exc)
+                    raise AgentStartError(f"{garbage.report(self.name)}; then: {then}") from exc
+                raise
+        finally:
+            conn.on_violation = previous
+            garbage.given_up.cancel()
         if not isinstance(response, dict):
             raise AgentStartError(f"invalid initialize response: {response!r}")
         version = response.get("protocolVersion")
@@ -381,6 +401,45 @@ class RemoteAgent:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+
+class _GarbageWatch:
+    """Before ``initialize`` is answered: a peer whose first output is not JSON-RPC at all (a
+    banner, logs, a different protocol) fails the start after ``LIMIT`` such lines, quoting the
+    first ones -- not after the initialize timeout."""
+
+    LIMIT = 16
+    QUOTED = 3
+
+    def __init__(
+        self, connection: Connection, then: Callable[[ProtocolViolation], None] | None = None
+    ) -> None:
+        self.connection = connection
+        self.then = then
+        """The hook that was installed before (still called for every violation)."""
+        self.count = 0
+        self.lines: list[bytes] = []
+        self.given_up: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def saw(self, violation: ProtocolViolation) -> None:
+        if self.then is not None:
+            self.then(violation)
+        if violation.kind not in (Violation.PARSE_ERROR, Violation.INVALID_MESSAGE, Violation.OVERSIZED_LINE):
+            return
+        if self.connection.core.heard_valid:
+            return  # it speaks JSON-RPC, if badly: the initialize timeout or answer decides
+        self.count += 1
+        if violation.line is not None and len(self.lines) < self.QUOTED:
+            self.lines.append(violation.line)
+        if self.count >= self.LIMIT and not self.given_up.done():
+            self.given_up.set_result(None)
+
+    def report(self, name: str) -> str:
+        quoted = "; ".join(repr(line.decode("utf-8", "replace")) for line in self.lines)
+        return (
+            f"agent {name!r} does not speak ACP on its stdout: {self.count} lines that are not "
+            f"JSON-RPC before any valid message" + (f", starting with: {quoted}" if quoted else "")
+        )
 
 
 async def launch(argv: Sequence[str], **options: Any) -> RemoteAgent:

@@ -15,8 +15,10 @@ class CancelOutcome:
     resolution: Resolution | None
     """How the target ended (None: nothing was running)."""
     resolved_by: str
-    """``finished`` (it had already ended), ``idle`` (nothing to cancel), a ladder step
-    (``session_cancel``, ``cancel_request``, ``terminate``, ``kill``), or ``closed``."""
+    """``finished`` (it had already ended), ``idle`` (nothing to cancel), the ladder step that
+    took effect (``session_cancel``, ``cancel_request``, ``terminate``, ``kill``), ``ignored``
+    (the agent ended the turn on its own terms, e.g. ``end_turn``, after the cancel), or
+    ``closed``."""
     elapsed: float
     """Seconds from the cancel to the resolution."""
     stop_reason: str | None = None
@@ -36,6 +38,10 @@ class TurnResult:
     error: RpcError | None = None
     """The error, when the agent answered one or the connection ended."""
     cancel: CancelOutcome | None = None
+    """What the host's cancel did, if the host cancelled (None otherwise)."""
+    cancelled_by: str | None = None
+    """For a ``cancelled`` turn, who cancelled it: ``host``, or ``agent`` (it answered
+    ``cancelled`` though nobody here asked)."""
 
 
 @dataclass
@@ -55,12 +61,17 @@ class ToolCallState:
         return self.status in ("completed", "failed")
 
 
-def outcome_from_ladder(scope: str, ladder: CancelLadder, stop_reason: str | None) -> CancelOutcome:
-    resolved_by = ladder.resolved_by
+def outcome_from_ladder(
+    scope: str, ladder: CancelLadder, stop_reason: str | None, resolved_by: str | None = None
+) -> CancelOutcome:
+    """The outcome of a cancel; ``resolved_by`` is the machine's verdict (``TurnMachine.resolved_by``)."""
+    if resolved_by is None:
+        last = ladder.resolved_by
+        resolved_by = last.value if last is not None else "finished"
     return CancelOutcome(
         scope=scope,
         resolution=ladder.resolution,
-        resolved_by=resolved_by.value if resolved_by is not None else "finished",
+        resolved_by=resolved_by,
         elapsed=ladder.elapsed or 0.0,
         stop_reason=stop_reason,
         steps=tuple(r.value for _, r in ladder.taken),

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import current_request
-from ..core import RequestCancelledError, RpcError
+from ..core import RequestCancelledError, RpcError, worth_logging
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
 from ._turn import PromptTurn
 from ._updates import make_update
@@ -48,6 +48,8 @@ class AgentRequests:
     def __init__(self, agent: RemoteAgent) -> None:
         self.agent = agent
         self.unknown_updates: dict[str, list[dict[str, Any]]] = {}
+        self.malformed_updates = 0
+        """``session/update`` notifications without a session id and an update object."""
         conn = agent.connection
         conn.on_notification(p.SESSION_UPDATE, self.on_update)
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self.on_permission)
@@ -71,13 +73,17 @@ class AgentRequests:
 
     def on_update(self, params: Any) -> None:
         agent = self.agent
-        if not isinstance(params, dict):
-            logger.warning("%s: session/update without params object", agent.name)
-            return
-        sid = params.get("sessionId")
-        raw = params.get("update")
+        sid = params.get("sessionId") if isinstance(params, dict) else None
+        raw = params.get("update") if isinstance(params, dict) else None
         if not isinstance(sid, str) or not isinstance(raw, dict):
-            logger.warning("%s: malformed session/update: %r", agent.name, params)
+            self.malformed_updates += 1
+            if worth_logging(self.malformed_updates):  # 1st, 10th, 100th...: never a flood
+                logger.warning(
+                    "%s: malformed session/update (%d so far): %.200r",
+                    agent.name,
+                    self.malformed_updates,
+                    params,
+                )
             return
         session = agent.sessions.get(sid)
         if session is None:

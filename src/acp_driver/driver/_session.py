@@ -1,12 +1,15 @@
 """A session on the agent, host side: its turns, and which turn each update belongs to.
 
-Turn fencing (``deliver``): an update is the running turn's only while that turn's
-``session/prompt`` is still unanswered *at that point of the input* -- the connection resolves
-request futures in event order while it dispatches a chunk, so ``Connection.awaiting`` is exact
-even when the update and the response arrive in one read. Updates after the response, or that
-name a tool call or message of the previous turn, are peer violations: counted, kept on the turn
-they name (``late_updates``), never attributed to the next turn. Session-wide updates (commands,
-mode, config, title, usage) belong to no turn and are accepted at any time.
+Turn fencing (``deliver``): updates are attributed by the protocol's ordering. An update is the
+running turn's only while that turn's ``session/prompt`` is still unanswered *at that point of
+the input* -- the connection resolves request futures in event order while it dispatches a
+chunk, so ``Connection.awaiting`` is exact even when the update and the response arrive in one
+read. Updates after the response are peer violations: counted, kept on the turn they came after
+(``late_updates``), never attributed to the next turn. Message ids do not decide anything (an
+agent may reuse a ``messageId`` in a later turn); tool call ids are unique in a session, so an
+update of a tool call the *previous* turn started, that the running one never announced, is
+late too. Session-wide updates (commands, mode, config, title, usage) belong to no turn and are
+accepted at any time.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import protocol as p
-from ..core import AcpError
+from ..core import AcpError, worth_logging
 from ._results import CancelOutcome
 from ._turn import PromptTurn
 from ._updates import Update
@@ -150,18 +153,21 @@ class RemoteSession:
         elif not self.agent.connection.awaiting(turn.request_id):
             late_of = turn  # its prompt was answered (in this same read): the turn is over
         elif last is not None and last.owns(update) and not turn.owns(update):
-            late_of = last  # names a tool call or message of the finished turn
+            late_of = last  # names a tool call of the finished turn
         else:
             turn.accept(update)
             return
         self.late_updates += 1
         if late_of is not None:
             late_of.late_updates.append(update)
-        logger.warning(
-            "session %s: %s arrived after its turn's response (peer violation); not attributed",
-            self.id,
-            update.kind,
-        )
+        if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
+            logger.warning(
+                "session %s: %s arrived after its turn's response (peer violation, %d so far); "
+                "not attributed",
+                self.id,
+                update.kind,
+                self.late_updates,
+            )
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.id!r})"

@@ -70,7 +70,6 @@ class PromptTurn:
         self._buffer: collections.deque[Update] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = asyncio.Event()
-        self._message_ids: set[str] = set()
         self.incoming: dict[Any, tuple[str, asyncio.Task[Any]]] = {}
         """The agent's requests being served as work of this turn: id -> (method, task)."""
         self._release_task: asyncio.Task[Any] | None = None
@@ -135,10 +134,6 @@ class PromptTurn:
         elif update.kind == "plan":
             entries = update.raw.get("entries")
             self.plan = entries if isinstance(entries, list) else []
-        elif update.kind == "agent_message_chunk":
-            mid = update.raw.get("messageId")
-            if isinstance(mid, str):
-                self._message_ids.add(mid)
         self._buffer.append(update)
         if self._waiter is not None:
             self._wake()
@@ -158,13 +153,10 @@ class PromptTurn:
         state.updates += 1
 
     def owns(self, update: Update) -> bool:
-        """Whether ``update`` names a tool call or message of this turn."""
-        raw = update.raw
-        tid = raw.get("toolCallId")
-        if isinstance(tid, str) and tid in self.tool_calls:
-            return True
-        mid = raw.get("messageId")
-        return isinstance(mid, str) and mid in self._message_ids
+        """Whether ``update`` names a tool call of this turn (tool call ids are unique in a
+        session; message ids are not: an agent may reuse one in a later turn)."""
+        tid = update.raw.get("toolCallId")
+        return isinstance(tid, str) and tid in self.tool_calls
 
     # ------------------------------------------------------------------ the prompt
 
@@ -286,7 +278,12 @@ class PromptTurn:
             resolution=resolution,
             elapsed=now - self.started_at,
             error=error,
-            cancel=outcome_from_ladder("current_turn", ladder, stop_reason) if ladder else None,
+            cancel=(
+                outcome_from_ladder("current_turn", ladder, stop_reason, self._machine.resolved_by)
+                if ladder
+                else None
+            ),
+            cancelled_by=self._machine.cancelled_by,
         )
         session = self.session
         if session.current_turn is self:
@@ -327,7 +324,7 @@ class PromptTurn:
         ladder = self._machine.ladder
         assert result is not None
         assert ladder is not None
-        return outcome_from_ladder("current_turn", ladder, result.stop_reason)
+        return outcome_from_ladder("current_turn", ladder, result.stop_reason, self._machine.resolved_by)
 
     def kill(self) -> None:
         """Skip the rest of the ladder: SIGKILL the agent's group now (e.g. a second Ctrl-C)."""

@@ -6,8 +6,8 @@ in a single write (the host reads them in one chunk); with ``delayed`` (default)
 follows 0.3 s after the response.
 
 Turn 2 (and later): first, before anything of its own, a ``tool_call_update`` completing
-``call_1`` and a chunk of m1 (both belong to turn 1: late); then its own chunk (messageId m2)
-and the response ``end_turn``.
+``call_1`` (turn 1's tool call: late) and a chunk reusing messageId m1 (turn 2's: message ids
+may be reused); then its own chunk (messageId m2) and the response ``end_turn``.
 """
 
 from __future__ import annotations
