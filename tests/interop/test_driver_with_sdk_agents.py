@@ -272,7 +272,7 @@ async def test_permission_cancelled_with_the_turn(sdk: SdkPeer) -> None:
         cancelled_at = time.monotonic()
         outcome = await turn.cancel()
         updates, result = await collect(turn)
-        await asyncio.sleep(0.2)  # a late $/cancel_request from the agent, if any, has arrived
+        await d.agent.new_session(os.getcwd())  # a round trip: whatever the agent sent before is in
     assert dialog.closed_at is not None, "our driver left the host's permission dialog open"
     assert dialog.closed_at - cancelled_at < 1.0
     (asked,) = d.inc(method=PERMISSION)
@@ -308,7 +308,7 @@ async def test_agent_withdraws_its_permission_request(sdk: SdkPeer) -> None:
         turn = session.prompt("/permission-withdraw 300")
         updates, result = await collect(turn)
         turn_ended = time.monotonic()
-        await asyncio.sleep(0.2)  # our late answer (SDK 0.12 case) has gone out
+        await d.agent.new_session(os.getcwd())  # a round trip: our late answer has gone out before it
     (asked,) = d.inc(method=PERMISSION)
     withdrawals = d.inc(method=CANCEL)
     answers = d.answers_to(asked["id"])
@@ -343,7 +343,7 @@ async def test_prompt_cancel_request_cascades_to_the_permission_request(sdk: Sdk
         await asyncio.wait_for(dialog.opened.wait(), 30)
         assert d.agent.cancel_request(turn.request_id)
         _, result = await collect(turn)
-        await asyncio.sleep(0.1)
+        await d.agent.new_session(os.getcwd())  # a round trip: whatever the agent sent before is in
     (asked,) = d.inc(method=PERMISSION)
     assert d.inc(method=CANCEL) == [
         {"jsonrpc": "2.0", "method": CANCEL, "params": {"requestId": asked["id"]}}
