@@ -97,6 +97,16 @@ def test_chat_reads_stdin_from_a_file_and_from_dev_null(tmp_path: Path) -> None:
     empty = run_bytes(["chat"])  # stdin is /dev/null
     assert empty.returncode == 0, empty.stderr
     assert b"Traceback" not in empty.stderr
+    closed = subprocess.run(  # no stdin at all (``<&-``): Python's sys.stdin is None
+        [*CLI, "chat"],
+        stdin=None,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "NO_COLOR": "1"},
+        preexec_fn=lambda: os.close(0),
+    )
+    assert closed.returncode == 0, closed.stderr
+    assert b"Traceback" not in closed.stderr
 
 
 def test_chat_shows_every_turn_when_the_agent_reuses_a_message_id(tmp_path: Path) -> None:

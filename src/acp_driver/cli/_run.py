@@ -92,7 +92,8 @@ class StdinLines:
 
 
 def _interactive() -> bool:
-    return sys.stdin.isatty() and sys.stderr.isatty()
+    # A closed stdin (``<&-``) leaves sys.stdin None: not interactive, and read as empty.
+    return sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
 
 
 class Permissions:
