@@ -17,6 +17,8 @@ audit's verdict on it can be tested against a real process over real pipes.
     --permission-end-turn   a permission answered "cancelled" ends the turn with end_turn
     --ask-mode MODE         only ask permission in this session mode (set with session/set_mode)
     --auth METHOD           advertise METHOD; session/new fails until authenticate(METHOD)
+    --message-id ID         every message chunk carries messageId ID (the same in every turn)
+    --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
     --log PATH              append every message received (one JSON per line)
     --pidfile PATH          append this process's pid
 """
@@ -44,8 +46,14 @@ def update(sid: str, body: dict[str, Any]) -> None:
     send({"method": "session/update", "params": {"sessionId": sid, "update": body}})
 
 
+MESSAGE_ID: str | None = None
+
+
 def chunk(sid: str, text: str) -> None:
-    update(sid, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+    body: dict[str, Any] = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    if MESSAGE_ID is not None:
+        body["messageId"] = MESSAGE_ID
+    update(sid, body)
 
 
 class Agent:
@@ -102,6 +110,11 @@ class Agent:
             self.modes[params["sessionId"]] = params["modeId"]
             send({"id": rid, "result": {}})
         elif method == "session/prompt":
+            if self.opts.close_stdout:
+                with lock:
+                    sys.stdout.flush()
+                    os.close(1)
+                time.sleep(3600)
             sid = params["sessionId"]
             cancelled = threading.Event()
             self.turns[sid] = (rid, cancelled)
@@ -199,9 +212,13 @@ def main() -> None:
     parser.add_argument("--permission-end-turn", action="store_true")
     parser.add_argument("--ask-mode", default=None)
     parser.add_argument("--auth", default=None)
+    parser.add_argument("--message-id", default=None)
+    parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--log", default=None)
     parser.add_argument("--pidfile", default=None)
     opts = parser.parse_args()
+    global MESSAGE_ID
+    MESSAGE_ID = opts.message_id
     if opts.pidfile:
         with open(opts.pidfile, "a") as f:
             f.write(f"{os.getpid()}\n")

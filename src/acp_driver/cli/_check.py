@@ -32,7 +32,7 @@ import orjson
 from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, current_request, exit_description
-from ..core import ErrorCode, RequestCancelledError, RpcError
+from ..core import ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError
 from . import _main as codes
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -150,6 +150,9 @@ class Probe:
                     await work
         if not work.done() or work.cancelled():
             raise AgentGone(await self.gone_reason_after_exit())
+        if isinstance(work.exception(), ConnectionClosedError) and self.peer_gone.is_set():
+            # The agent went away before the request could even be written: say how it went.
+            raise AgentGone(await self.gone_reason_after_exit()) from work.exception()
         return work.result()
 
     async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:

@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import NoReturn
 
 from .. import __version__
 
@@ -49,13 +50,53 @@ exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ct
 """
 
 
-def _agent_argv(command: str | None) -> list[str]:
-    if not command:
+def _agent_argv(command: str | None, parser: argparse.ArgumentParser | None = None) -> list[str]:
+    """The agent's argv from ``--agent`` (None: the bundled reference agent); a command that is
+    empty or that a shell could not split is a usage error (exit 2)."""
+    if command is None:
         return [sys.executable, "-m", "acp_driver", "agent"]
-    argv = shlex.split(command)
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:  # an unclosed quote, a trailing backslash
+        _usage(parser, f"--agent {command!r}: {exc}")
     if not argv:
-        raise SystemExit("acp-driver: --agent is empty")
+        _usage(parser, "--agent is empty (leave it out to run the bundled reference agent)")
     return argv
+
+
+def _usage(parser: argparse.ArgumentParser | None, message: str) -> NoReturn:
+    if parser is not None:
+        parser.error(message)
+    sys.stderr.write(f"acp-driver: error: {message}\n")
+    raise SystemExit(EXIT_USAGE)
+
+
+def _seconds(value: str) -> float:
+    """An argparse ``type``: a finite number of seconds (``nan`` and ``inf`` are refused)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not math.isfinite(number):
+        raise argparse.ArgumentTypeError(f"not a finite number of seconds: {value!r}")
+    return number
+
+
+def as_text(value: str) -> str:
+    """Command-line (or stdin) text as Unicode that can be sent: bytes that are not UTF-8 (which
+    Python keeps as lone surrogates) become U+FFFD, the way Python's own tools decode them."""
+    return os.fsencode(value).decode("utf-8", "replace")
+
+
+def _utf8_path(parser: argparse.ArgumentParser, option: str, path: str) -> str:
+    """A directory the session is opened in: ACP sends it as JSON text, so it must be UTF-8."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        what = f"{option} {as_text(path)!r}" if option else f"the current directory {as_text(path)!r}"
+        hint = "" if option else " (pass --cwd)"
+        parser.error(f"{what} is not valid UTF-8; ACP can only send UTF-8 paths{hint}")
+    return path
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +118,7 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cancel-grace",
         metavar="SEC",
-        type=float,
+        type=_seconds,
         default=None,
         help="the cancel ladder's whole budget, from cancel to SIGKILL (default: 6)",
     )
@@ -124,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="?", help="the prompt (default: read stdin when it is not a TTY)")
     _add_session_options(run)
     run.add_argument(
-        "--turn-timeout", metavar="SEC", type=float, default=None, help="cancel the turn after SEC"
+        "--turn-timeout", metavar="SEC", type=_seconds, default=None, help="cancel the turn after SEC"
     )
     run.add_argument("--json", action="store_true", help="one JSON object per line for every event")
     _add_common(run)
@@ -163,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--busy-after",
         metavar="SEC",
-        type=float,
+        type=_seconds,
         default=None,
         help="cancel SEC after the prompt even without turn activity (for agents silent while "
         "working; default: wait for the first chunk, tool call or plan, up to --timeout)",
@@ -178,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a prompt that makes the agent ask for permission",
     )
     check.add_argument(
-        "--timeout", metavar="SEC", type=float, default=10.0, help="how long to wait for each step"
+        "--timeout", metavar="SEC", type=_seconds, default=10.0, help="how long to wait for each step"
     )
     check.add_argument(
         "--strict",
@@ -229,19 +270,24 @@ def cli_main(argv: Sequence[str]) -> int:
             parser.error("--turn-timeout must be positive")
         if opts.cancel_grace is not None and opts.cancel_grace < 0:
             parser.error("--cancel-grace must be >= 0")
-        cwd = os.path.abspath(opts.cwd or os.getcwd())
+        if opts.cwd is not None:
+            _utf8_path(parser, "--cwd", opts.cwd)
+        cwd = _utf8_path(parser, "", os.path.abspath(opts.cwd or os.getcwd()))
         if not os.path.isdir(cwd):
             parser.error(f"--cwd {opts.cwd!r} is not a directory")
+        agent_argv = _agent_argv(opts.agent, parser)
+        if opts.auth is not None:
+            opts.auth = as_text(opts.auth)
         from ._run import chat_command, run_command
 
         if opts.command == "run":
             prompt = opts.prompt
             if prompt is None:
-                if sys.stdin.isatty():
+                if sys.stdin is None or sys.stdin.isatty():
                     parser.error("give a PROMPT (or pipe one on stdin)")
-                prompt = sys.stdin.read()
-            return run_command(opts, _agent_argv(opts.agent), cwd, prompt)
-        return chat_command(opts, _agent_argv(opts.agent), cwd)
+                prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+            return run_command(opts, agent_argv, cwd, as_text(prompt))
+        return chat_command(opts, agent_argv, cwd)
     if opts.command == "check":
         command = list(opts.agent_command)
         if command and command[0] == "--":
@@ -252,9 +298,12 @@ def cli_main(argv: Sequence[str]) -> int:
             parser.error("--busy-after must be a positive number of seconds")
         session_cwd: str | None = None
         if opts.cwd is not None:
-            session_cwd = os.path.abspath(opts.cwd)
+            session_cwd = _utf8_path(parser, "--cwd", os.path.abspath(opts.cwd))
             if not os.path.isdir(session_cwd):
                 parser.error(f"--cwd {opts.cwd!r} is not a directory")
+        for name in ("busy_prompt", "quick_prompt", "permission_prompt", "auth", "mode"):
+            if getattr(opts, name) is not None:
+                setattr(opts, name, as_text(getattr(opts, name)))
         return _check_obeying_signals(opts, command or _agent_argv(None), session_cwd)
     parser.print_help()
     return EXIT_USAGE

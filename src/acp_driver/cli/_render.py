@@ -25,6 +25,14 @@ LADDER_TEXT = {
     Rung.KILL: "SIGKILL to the agent's process group",
 }
 
+LADDER_EFFECT = {
+    Rung.SESSION_CANCEL.value: "session/cancel",
+    Rung.CANCEL_REQUEST.value: "$/cancel_request",
+    Rung.TERMINATE.value: "SIGTERM",
+    Rung.KILL.value: "SIGKILL",
+}
+"""Which ladder step took effect, for ``CancelOutcome.resolved_by``."""
+
 STATUS_MARK = {"pending": "·", "in_progress": "…", "completed": "✓", "failed": "✗"}
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
@@ -101,6 +109,7 @@ class JsonOutput(Output):
             "stopReason": result.stop_reason,
             "resolution": result.resolution.value,
             "elapsedMs": round(result.elapsed * 1000, 3),
+            "cancelledBy": result.cancelled_by,
         }
         if result.error is not None:
             obj["error"] = {"code": result.error.code, "message": result.error.message}
@@ -125,9 +134,12 @@ class ConsoleOutput(Output):
     def __init__(self, *, quiet: bool = False) -> None:
         from rich.console import Console
 
-        no_color = "NO_COLOR" in os.environ
-        self.out = Console(file=sys.stdout, highlight=False, no_color=no_color, soft_wrap=True)
-        self.err = Console(file=sys.stderr, highlight=False, no_color=no_color, soft_wrap=True)
+        # NO_COLOR (no-color.org) is set, even empty: no styling at all (rich's no_color keeps
+        # bold and dim; without a colour system it writes plain text).
+        plain = "NO_COLOR" in os.environ
+        style: dict[str, Any] = {"color_system": None} if plain else {}
+        self.out = Console(file=sys.stdout, highlight=False, soft_wrap=True, **style)
+        self.err = Console(file=sys.stderr, highlight=False, soft_wrap=True, **style)
         self.quiet = quiet
         self._stream: str | None = None  # "message" or "thought": the open line
         self._line_open = False
@@ -284,10 +296,18 @@ class ConsoleOutput(Output):
             return
         res = result.resolution.value
         detail = f"stop reason {result.stop_reason}" if result.stop_reason else "no stop reason"
-        if result.cancel is not None:
+        if result.cancelled_by == "agent":
+            detail += "; cancelled by the agent, nobody here asked"
+        cancel = result.cancel
+        if cancel is not None and cancel.resolved_by == "ignored":
+            detail += "; the cancel was ignored: the agent ended the turn on its own"
+        elif cancel is not None and cancel.resolved_by in LADDER_EFFECT:
             detail += (
-                f"; cancel resolved by {result.cancel.resolved_by} in {result.cancel.elapsed * 1000:.1f} ms"
+                f"; cancelled by this host, {LADDER_EFFECT[cancel.resolved_by]} took effect "
+                f"in {cancel.elapsed * 1000:.1f} ms"
             )
+        elif cancel is not None:
+            detail += f"; cancel: {cancel.resolved_by}"
         colour = {"completed": "green", "cancelled": "yellow"}.get(res, "red")
         self.err.print(f"[{colour}]turn {res}[/{colour}] [dim]({detail}; {result.elapsed:.2f} s)[/dim]")
 
