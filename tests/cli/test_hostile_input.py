@@ -179,11 +179,6 @@ def test_deny_decisions_are_labelled_deny() -> None:
     assert "not a TTY" not in human.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the driver change in RemoteAgent (the reason an agent was ended is kept): "
-    "remove this mark when it is applied",
-)
 def test_an_agent_that_closes_its_stdout_is_reported_with_the_reason() -> None:
     result = run("run", "--agent", f"{QUIRKY} --close-stdout", "hello")
     assert result.returncode == 3

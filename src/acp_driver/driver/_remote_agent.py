@@ -74,6 +74,8 @@ class RemoteAgent:
         self._stdout_eof = asyncio.Event()
         self._finalizing: asyncio.Task[None] | None = None
         self._exit_reason: str | None = None
+        self._gone: str | None = None
+        """Why the host is ending an agent that keeps running (``closed its stdout``...)."""
         self._requests = AgentRequests(self)
         conn = self.connection
         conn.on_peer_gone = self._on_peer_gone
@@ -342,6 +344,7 @@ class RemoteAgent:
         if self.process.returncode is None:
             what = "closed its stdout" if how == "eof" else "stopped reading its stdin"
             logger.warning("%s %s but keeps running; terminating its group", self.name, what)
+            self._gone = what
             code = await self.child.reap(term_timeout=1.0)
             await self._finalize(f"agent {what} ({exit_description(code)} after SIGTERM)")
         else:
@@ -366,6 +369,8 @@ class RemoteAgent:
 
     async def _finalize(self, reason: str) -> None:
         if self._finalizing is None:
+            if self._gone is not None and self._gone not in reason:  # say why the host ended it
+                reason = f"agent {self._gone} and kept running; {reason}"
             self._exit_reason = f"{reason}; {self.stderr.describe()}"
             self._finalizing = asyncio.get_running_loop().create_task(self._do_finalize(self._exit_reason))
         await asyncio.shield(self._finalizing)
