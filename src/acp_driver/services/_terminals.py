@@ -52,7 +52,7 @@ import signal
 import subprocess
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ..aio import ProcessGroup, drain_pipe
@@ -534,25 +534,20 @@ class LocalTerminals:
         """Kill and release every terminal of ``owner`` (for a session: also those of its turns)."""
         with contextlib.suppress(TypeError):
             self._ended_owners.add(owner)
-        mine = [
-            t
-            for t in self.terminals.values()
-            if t.owner is owner or getattr(t.owner, "session", None) is owner
-        ]
-        await self._release_all(mine)
+        await self._release_all(self._owned_by(owner))
 
     async def kill_owner(self, owner: object) -> None:
         """Kill every terminal of ``owner`` (its turn is being cancelled) but keep them: the agent
         may still read their output, wait for their exit and release them while it cleans up."""
-        mine = [
+        await self._for_each(self._owned_by(owner), lambda t: t.stop(self.kill_grace), "killing")
+
+    def _owned_by(self, owner: object) -> list[Terminal]:
+        """The terminals ``owner`` created (for a session: also those of its turns)."""
+        return [
             t
             for t in self.terminals.values()
             if t.owner is owner or getattr(t.owner, "session", None) is owner
         ]
-        results = await asyncio.gather(*(t.stop(self.kill_grace) for t in mine), return_exceptions=True)
-        for terminal, result in zip(mine, results, strict=True):
-            if isinstance(result, BaseException):
-                logger.error("killing terminal %s failed: %r", terminal.id, result)
 
     async def aclose(self) -> None:
         """Kill and release everything; no new terminal afterwards."""
@@ -562,10 +557,17 @@ class LocalTerminals:
             await asyncio.gather(*list(self._closing), return_exceptions=True)
 
     async def _release_all(self, terminals: list[Terminal]) -> None:
-        results = await asyncio.gather(*(self._release(t) for t in terminals), return_exceptions=True)
+        await self._for_each(terminals, self._release, "releasing")
+
+    @staticmethod
+    async def _for_each(
+        terminals: list[Terminal], action: Callable[[Terminal], Awaitable[object]], doing: str
+    ) -> None:
+        """``action`` on every terminal at once; a failure is logged, the others go on."""
+        results = await asyncio.gather(*(action(t) for t in terminals), return_exceptions=True)
         for terminal, result in zip(terminals, results, strict=True):
             if isinstance(result, BaseException):
-                logger.error("releasing terminal %s failed: %r", terminal.id, result)
+                logger.error("%s terminal %s failed: %r", doing, terminal.id, result)
 
     async def _release(self, terminal: Terminal) -> None:
         """Forget ``terminal`` at once, then end it; runs to completion even if the caller is cancelled."""
