@@ -4,13 +4,14 @@ a file, agents that misreport their turns. Every case runs the CLI as a real pro
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .test_cli import AGENT, CLI, json_lines, run
+from .test_cli import AGENT, CLI, group_gone, json_lines, run
 
 QUIRKY = f"{sys.executable} {Path(__file__).with_name('quirky_agent.py')}"
 
@@ -184,3 +185,26 @@ def test_an_agent_that_closes_its_stdout_is_reported_with_the_reason() -> None:
     assert result.returncode == 3
     error = next(line for line in result.stderr.splitlines() if line.startswith("error:"))
     assert "closed its stdout" in error, result.stderr
+
+
+@pytest.mark.parametrize("json_mode", [False, True], ids=["console", "json"])
+def test_a_reader_that_goes_away_is_a_sigpipe_not_a_traceback(json_mode: bool) -> None:
+    # `acp-driver run … | head -1`: stdout's reader exits mid-turn. The turn is cancelled
+    # through the ladder, the agent reaped, and the exit status is 128 + SIGPIPE.
+    args = [*CLI, "run", *(["--json"] if json_mode else []), "/stream 1000 20"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first, "no output before the pipe was closed"
+        proc.stdout.close()  # the reader is gone: the next write gets EPIPE
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    text = err.decode(errors="replace")
+    assert proc.returncode == 128 + signal.SIGPIPE, text
+    assert "Traceback" not in text
+    if not json_mode:
+        assert "cancelling the turn (SIGPIPE)" in text
+        pid = int(text.split("(pid ", 1)[1].split(")", 1)[0])
+        assert group_gone(pid)

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, Resolution, RpcError, Rung
@@ -508,11 +508,63 @@ def _make_output(opts: argparse.Namespace) -> Output:
     return JsonOutput() if getattr(opts, "json", False) else ConsoleOutput(quiet=opts.quiet)
 
 
+class ReaderGoneGuard:
+    """The CLI's stdout: a reader that went away (``acp-driver run … | head -1``) is handled as a
+    SIGPIPE, never a traceback. The failed write is dropped, fd 1 points at /dev/null from then
+    on (so every later write, rich's included, succeeds), and ``on_gone`` runs once: the
+    controller cancels the turn through the ladder and the command exits 128 + SIGPIPE."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.on_gone: Callable[[], object] | None = None
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        _detach([1])
+        if self.on_gone is not None:
+            self.on_gone()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding...: the real stream's
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _guarded_stdout() -> Iterator[ReaderGoneGuard]:
+    guard = ReaderGoneGuard(sys.stdout)
+    saved, sys.stdout = sys.stdout, guard
+    try:
+        yield guard
+    finally:
+        sys.stdout = saved
+        if guard.gone:
+            with contextlib.suppress(OSError):
+                saved.flush()  # what the dead pipe refused now goes to /dev/null
+
+
 def run_command(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str) -> int:
-    return asyncio.run(_run(opts, argv, cwd, prompt))
+    with _guarded_stdout() as guard:
+        return asyncio.run(_run(opts, argv, cwd, prompt, guard))
 
 
-async def _run(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str) -> int:
+async def _run(
+    opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str, stdout: ReaderGoneGuard
+) -> int:
     output = _make_output(opts)
     reader: StdinLines | None = None
 
@@ -525,6 +577,7 @@ async def _run(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str)
     ask = _interactive() and not opts.json
     services = _services(opts, output, lines if ask else None)
     controller = Controller(output)
+    stdout.on_gone = lambda: controller.on_signal(signal.SIGPIPE)
     controller.install()
     try:
         try:
@@ -543,15 +596,17 @@ async def _run(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str)
 
 
 def chat_command(opts: argparse.Namespace, argv: list[str], cwd: str) -> int:
-    return asyncio.run(_chat(opts, argv, cwd))
+    with _guarded_stdout() as guard:
+        return asyncio.run(_chat(opts, argv, cwd, guard))
 
 
-async def _chat(opts: argparse.Namespace, argv: list[str], cwd: str) -> int:
+async def _chat(opts: argparse.Namespace, argv: list[str], cwd: str, stdout: ReaderGoneGuard) -> int:
     output = ConsoleOutput(quiet=opts.quiet)
     reader = StdinLines()
     tty = _interactive()
     services = _services(opts, output, (lambda: reader) if tty else None)
     controller = Controller(output, chat=True)
+    stdout.on_gone = lambda: controller.on_signal(signal.SIGPIPE)
     controller.install()
     try:
         try:
