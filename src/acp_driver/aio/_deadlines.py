@@ -115,7 +115,7 @@ class Deadlines(Generic[T]):
                 self._expired(item)
             if not bucket and self._buckets.get(timeout) is bucket:
                 del self._buckets[timeout]
-        if earliest is not None and (self._timer is None or earliest < self._at):
+        if earliest is not None and not (self.armed and earliest >= self._at):  # an expiry may add
             self._arm(earliest)
 
 

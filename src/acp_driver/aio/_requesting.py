@@ -45,17 +45,19 @@ class PendingRequest(asyncio.Future[Any]):
     """The future of one of our requests. Cancelling it -- directly, or by cancelling the task
     that awaits it -- is giving up on the request: ``$/cancel_request`` goes out at once."""
 
-    __slots__ = ("connection", "giving_up", "grace", "method", "rid", "timeout", "timeout_grace", "timer")
+    # Set for every request: slots. The rest keep their class default unless a request sets
+    # them (then in the instance dict asyncio's Future has anyway): fewer stores per request.
+    __slots__ = ("connection", "method", "rid", "timeout")
     connection: Requesting
     rid: RequestId
     method: str
     timeout: float | None
-    timeout_grace: float
+    timeout_grace: float = 0.0
     """How long a timed-out request waits for the peer's answer (``cancel_grace``)."""
-    grace: float
+    grace: float = 0.0
     """How long a cancelled caller keeps waiting for the peer's answer."""
-    giving_up: bool
-    timer: asyncio.TimerHandle | None
+    giving_up: bool = False
+    timer: asyncio.TimerHandle | None = None
     """The grace being waited out, if any (cancelled when the answer comes)."""
 
     def cancel(self, msg: Any = None) -> bool:
@@ -163,10 +165,10 @@ class Requesting:
         fut.rid = rid
         fut.method = method
         fut.timeout = timeout
-        fut.timeout_grace = cancel_grace
-        fut.grace = grace_on_cancel
-        fut.giving_up = False
-        fut.timer = None
+        if cancel_grace:
+            fut.timeout_grace = cancel_grace
+        if grace_on_cancel:
+            fut.grace = grace_on_cancel
         self._waiters[rid] = fut
         if not outbox.scheduled:
             outbox.schedule()

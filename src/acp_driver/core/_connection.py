@@ -360,10 +360,12 @@ class Connection:
                     except _JSONDecodeError:
                         self._receive_line(item, events)
                         continue
-                    if type(message) is dict:
-                        self._receive_message(message, events, None)
-                    else:
+                    if type(message) is not dict:
                         self._receive_parsed(message, item, events)
+                    elif "result" in message and "method" not in message:
+                        self._receive_response(message, events, None)  # as _receive_message would
+                    else:
+                        self._receive_message(message, events, None)
                 else:
                     self._receive_line(item, events)
             else:

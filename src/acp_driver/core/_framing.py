@@ -56,9 +56,21 @@ class LineFramer:
         pieces = data.split(b"\n")
         last = pieces.pop()  # the bytes after the last newline: start of the next line
         limit = self._max
-        if not self._partial and not self._discarding and len(data) <= limit and b"\r" not in data:
-            # The common case, one pass in C: whole lines only, none too long, no \r to strip.
-            # A blank or all-whitespace line is skipped (``isspace`` stops at the first other byte).
+        if (
+            pieces
+            and not self._discarding
+            and self._partial_len + len(data) <= limit
+            and b"\r" not in data
+            and (not self._partial or b"\r" not in self._partial[-1])
+        ):
+            # The common case, one pass: none too long, no \r to strip. The start of the first
+            # line may have come before. A blank or all-whitespace line is skipped (``isspace``
+            # stops at the first other byte).
+            if self._partial:
+                self._partial.append(pieces[0])
+                pieces[0] = b"".join(self._partial)
+                self._partial.clear()
+                self._partial_len = 0
             if last:
                 self._keep(last)
             return [line for line in pieces if line and not line.isspace()]

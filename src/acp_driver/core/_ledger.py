@@ -173,7 +173,11 @@ class Ledger:
         """End the request ``id`` if it is in flight (then return it); None if it is not."""
         entry = self._in_flight.pop(id, None)
         if entry is not None:
-            self._ended(entry, outcome)
+            if outcome is Outcome.RESULT and entry.parent is None:
+                entry.outcome = outcome  # _ended, the common case inlined
+                self._remember(id, entry)
+            else:
+                self._ended(entry, outcome)
         return entry
 
     def _ended(self, entry: InFlight, outcome: Outcome) -> None:
