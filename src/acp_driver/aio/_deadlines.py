@@ -22,6 +22,9 @@ from typing import Generic, Protocol, TypeVar
 
 
 class Expiring(Protocol):
+    deadline: float
+    """Set by ``add`` (the item carries it: no pair allocated per item)."""
+
     def done(self) -> bool: ...
 
 
@@ -41,20 +44,20 @@ class Deadlines(Generic[T]):
         # asyncio's own loops tell time with time.monotonic(): call it without the method's frame.
         self._time = time.monotonic if type(loop).time is asyncio.BaseEventLoop.time else loop.time
         self._expired = expired
-        self._buckets: dict[float, deque[tuple[float, T]]] = {}
+        self._buckets: dict[float, deque[T]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._at = 0.0
         self._size = 0
         self._compact_at = COMPACT_MIN
 
     def add(self, timeout: float, item: T) -> None:
-        deadline = self._time() + timeout
+        item.deadline = deadline = self._time() + timeout
         bucket = self._buckets.get(timeout)
         if bucket is None:
             bucket = self._buckets[timeout] = deque()
-        elif bucket and bucket[0][1].done():
+        elif bucket and bucket[0].done():
             self._size -= _trim(bucket)
-        bucket.append((deadline, item))
+        bucket.append(item)
         self._size += 1
         if self._size > self._compact_at:
             self._compact()
@@ -74,14 +77,19 @@ class Deadlines(Generic[T]):
         """Whether a timer is set (there is a deadline to wait for)."""
         return self._timer is not None
 
+    @property
+    def held(self) -> int:
+        """How many entries are held, finished ones not yet dropped included (for tests)."""
+        return sum(len(bucket) for bucket in self._buckets.values())
+
     def __len__(self) -> int:
         """How many items wait for their deadline (finished ones not counted)."""
-        return sum(1 for bucket in self._buckets.values() for _, item in bucket if not item.done())
+        return sum(1 for bucket in self._buckets.values() for item in bucket if not item.done())
 
     def _compact(self) -> None:
         size = 0
         for timeout, bucket in list(self._buckets.items()):
-            kept = deque(entry for entry in bucket if not entry[1].done())
+            kept = deque(item for item in bucket if not item.done())
             if kept:
                 self._buckets[timeout] = kept
                 size += len(kept)
@@ -102,13 +110,13 @@ class Deadlines(Generic[T]):
         earliest: float | None = None
         for timeout, bucket in list(self._buckets.items()):
             while bucket:
-                deadline, item = bucket[0]
+                item = bucket[0]
                 if item.done():
                     bucket.popleft()
                     self._size -= 1
                     continue
-                if deadline > now:
-                    earliest = deadline if earliest is None else min(earliest, deadline)
+                if item.deadline > now:
+                    earliest = item.deadline if earliest is None else min(earliest, item.deadline)
                     break
                 bucket.popleft()
                 self._size -= 1
@@ -119,10 +127,10 @@ class Deadlines(Generic[T]):
             self._arm(earliest)
 
 
-def _trim(bucket: deque[tuple[float, T]]) -> int:
+def _trim(bucket: deque[T]) -> int:
     """Drop the finished items at the front of ``bucket``; return how many."""
     n = 0
-    while bucket and bucket[0][1].done():
+    while bucket and bucket[0].done():
         bucket.popleft()
         n += 1
     return n

@@ -47,8 +47,10 @@ class PendingRequest(asyncio.Future[Any]):
 
     # Set for every request: slots. The rest keep their class default unless a request sets
     # them (then in the instance dict asyncio's Future has anyway): fewer stores per request.
-    __slots__ = ("connection", "method", "rid", "timeout")
+    __slots__ = ("connection", "deadline", "method", "rid", "timeout")
     connection: Requesting
+    deadline: float
+    """When ``timeout`` elapses (loop time), once ``Deadlines`` has it."""
     rid: RequestId
     method: str
     timeout: float | None
