@@ -63,7 +63,7 @@ def main(path: str) -> None:
     for ax, group in zip(axes, order, strict=True):
         idx = [i for i, g in enumerate(groups) if g == group]
         panel(ax, [labels[i] for i in idx], {k: [v[i] for i in idx] for k, v in series.items()}, group)
-    fig.suptitle(f"{spec['title']} -- relative to the ceiling (1.0 = ceiling, higher is better)", fontsize=10)
+    fig.suptitle(f"{spec['title']} (1.0 = ceiling, higher is better)", fontsize=10)
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, fontsize=8, ncol=len(series), loc="lower center")
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
