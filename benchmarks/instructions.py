@@ -10,7 +10,10 @@ requests and running none, and prints the difference per request::
     python3 benchmarks/instructions.py --src OTHER/src # another tree (e.g. a checkout of main)
 
 Rows: host, 1000 concurrent echo requests per batch; agent, the same; host, sequential echo
-round trips. Needs valgrind (Debian package ``valgrind``) and a python with orjson.
+round trips. Then the host-only rows of ``run.py`` (H2, H4) as instructions: acp-driver's host and
+the ceiling host (``runners/ceiling_host.py``), each driving the ceiling agent (not counted), per
+request (1000 concurrent) and per ``session/update`` (consumed through ``async for update in turn``
+for acp-driver). Needs valgrind (Debian package ``valgrind``) and a python with orjson.
 """
 
 from __future__ import annotations
@@ -49,6 +52,69 @@ async def main():
 
 asyncio.run(main())
 """
+
+
+# The host-only rows: a host drives the ceiling agent (benchmarks/peers/ceiling_agent.py, not
+# under valgrind), so the count is the host's alone and comparable with the ceiling host's.
+HOST_ONLY = r"""
+import asyncio, sys
+sys.path.insert(0, sys.argv[3])
+from _common import CEILING_AGENT, ECHO_PARAMS
+
+async def acp_driver(mode, n):
+    from acp_driver.driver import launch
+    agent = await launch([sys.executable, CEILING_AGENT], init_timeout=300)
+    session = await agent.new_session("/tmp")
+    if mode == "stream":
+        turn = session.prompt(f"/stream {n} 0")
+        count = 0
+        async for _update in turn:
+            count += 1
+        await turn
+        assert count == n
+    else:
+        for _ in range(n // 1000):
+            await asyncio.gather(*(agent.request("_bench/echo", ECHO_PARAMS) for _ in range(1000)))
+    await agent.shutdown()
+
+async def ceiling(mode, n):
+    import ceiling_host as ch
+    proc, client = await ch.start()
+    sid = (await client.request("session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
+    if mode == "stream":
+        count = 0
+        def on_update(params):
+            nonlocal count
+            count += params["update"]["sessionUpdate"] == "agent_message_chunk"
+        client.on_update = on_update
+        prompt = [{"type": "text", "text": f"/stream {n} 0"}]
+        await client.request("session/prompt", {"sessionId": sid, "prompt": prompt})
+        assert count == n
+    else:
+        for _ in range(n // 1000):
+            await asyncio.gather(*(client.request_future("_bench/echo", ECHO_PARAMS)[1] for _ in range(1000)))
+    await ch.stop(proc, client)
+
+impl, mode, n = sys.argv[4], sys.argv[1], int(sys.argv[2])
+asyncio.run((acp_driver if impl == "acp-driver" else ceiling)(mode, n))
+"""
+
+
+def count_host_only(src: Path, impl: str, mode: str, n: int, work: Path) -> int:
+    script = work / "host_only.py"
+    script.write_text(HOST_ONLY)
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = str(work / f"host-only-{impl}-{mode}-{n}.out")
+    runners = ROOT / "benchmarks" / "runners"
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
+    subprocess.run(
+        [*cmd, str(script), mode, str(n), str(runners), impl],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=1800,
+    )
+    return collected(out)
 
 
 def collected(out: str) -> int:
@@ -102,6 +168,20 @@ def main() -> int:
             loaded = count(src, mode, n, who, work)
             label = "1000 concurrent" if mode == "conc" else "sequential"
             print(f"{who:5} {label:16} {(loaded - base) / requests:10,.0f} instructions/request")
+        # Host only (rows H2/H4 of run.py), each host driving the ceiling agent.
+        n = 20_000
+        for mode, unit in (("conc", "request"), ("stream", "update")):
+            per = {}
+            for impl in ("acp-driver", "ceiling"):
+                base = count_host_only(src, impl, mode, 0, work)
+                loaded = count_host_only(src, impl, mode, n, work)
+                per[impl] = (loaded - base) / n
+            label = "1000 concurrent" if mode == "conc" else "update stream"
+            ratio = per["ceiling"] / per["acp-driver"]
+            print(
+                f"host only, {label}: acp-driver {per['acp-driver']:,.0f}, ceiling host "
+                f"{per['ceiling']:,.0f} instructions/{unit} (ceiling ÷ acp-driver {ratio:.2f})"
+            )
     return 0
 
 

@@ -162,7 +162,7 @@ def _ratio(value: float, results: dict[str, dict[str, Any]], metric: str, other:
     return value / base if isinstance(base, (int, float)) and base else math.nan
 
 
-CHART_LABELS = {
+CHART_BASE_LABELS = {
     "seq_rps": "sequential\nreq/s",
     "conc1k_rps": "1k concurrent\nreq/s",
     "conc10k_rps": "10k concurrent\nreq/s",
@@ -177,25 +177,19 @@ CHART_LABELS = {
     "storm_ms": "cancel storm\nall answered",
     "ignored_s": "ignored cancel",
     "hang_s": "hung agent\nkilled",
-    **{
-        f"host:{k}": f"host only:\n{v}"
-        for k, v in (
-            ("seq_rps", "sequential"),
-            ("conc1k_rps", "1k conc."),
-            ("conc10k_rps", "10k conc."),
-            ("stream_ups", "stream"),
-        )
-    },
-    **{
-        f"agent:{k}": f"agent only:\n{v}"
-        for k, v in (
-            ("seq_rps", "sequential"),
-            ("conc1k_rps", "1k conc."),
-            ("conc10k_rps", "10k conc."),
-            ("stream_ups", "stream"),
-        )
-    },
 }
+CHART_GROUPS = {
+    "pair": "each host with its own agent",
+    "host": "host only: every host drives the ceiling agent",
+    "agent": "agent only: the ceiling host drives every agent",
+}
+
+
+def chart_label(metric: str) -> tuple[str, str]:
+    """(group, readable label) of a result key for the chart: no raw keys on the axis."""
+    group, _, key = metric.rpartition(":")
+    group = group or "pair"
+    return group, CHART_BASE_LABELS.get(key, key.replace("_", " "))
 
 
 def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
@@ -679,9 +673,11 @@ def write_chart(
             else:
                 vals.append(v / c if higher else c / v)
         series[impl] = vals
+    labelled = [chart_label(m) for m, _label, _h in metrics]
     spec = {
         "title": title,
-        "labels": [CHART_LABELS.get(m, m) for m, _label, _h in metrics],
+        "labels": [label for _group, label in labelled],
+        "groups": [CHART_GROUPS.get(group, group) for group, _label in labelled],
         "series": series,
         "out": str(path),
     }

@@ -175,6 +175,38 @@ async def test_timeouts_of_many_requests_share_one_timer() -> None:
     await conn.aclose()
 
 
+async def test_answered_requests_do_not_pile_up_in_the_deadlines() -> None:
+    # Answers do not remove their deadline (that was a cost per answer); the entries of answered
+    # requests are dropped later, and never held beyond a bound, even behind a long request.
+    conn, _wire = await connected()
+    long = conn.request_nowait("slow", {}, timeout=3600)
+    for _ in range(10):
+        futs = [conn.request_nowait("echo", {}, timeout=3600) for _ in range(1000)]
+        for fut in futs:
+            conn.feed_messages(answer(fut.rid, "ok"))  # type: ignore[attr-defined]
+        assert await asyncio.gather(*futs) == ["ok"] * 1000
+    deadlines = conn._deadlines
+    assert deadlines is not None
+    assert len(deadlines) == 1  # only the long request still waits for its deadline
+    assert deadlines.held <= 2 * 1000 + 1024  # 10001 added, the answered ones swept
+    assert not long.done()
+    await conn.aclose()
+
+
+async def test_a_deadline_behind_answered_requests_still_fires() -> None:
+    conn, wire = await connected()
+    answered = [conn.request_nowait("echo", {}, timeout=0.05) for _ in range(50)]
+    late = conn.request_nowait("slow", {}, timeout=0.05)
+    for fut in answered:  # answered at once: the loop has not run, no deadline can have passed
+        conn.feed_messages(answer(fut.rid, "ok"))  # type: ignore[attr-defined]
+    assert await asyncio.gather(*answered) == ["ok"] * 50
+    with pytest.raises(RequestTimeoutError):
+        await asyncio.wait_for(late, 30)
+    assert wire.cancels() == [late.rid]  # type: ignore[attr-defined]  # only the unanswered one
+    assert conn.in_flight == (0, 0)
+    await conn.aclose()
+
+
 async def test_an_answer_within_the_grace_cancels_the_grace_timer() -> None:
     # Each timed-out request waits out its grace on a timer; once the answer is in, the timer
     # must go too (it used to stay armed, one live timer per answered request).
@@ -189,6 +221,7 @@ async def test_an_answer_within_the_grace_cancels_the_grace_timer() -> None:
     conn.feed_messages(answer(rid, {"partial": True}))
     assert await fut == {"partial": True}
     assert timer.cancelled()
+    assert not conn._expired  # nor is the timeout error kept for it
     await conn.aclose()
 
 

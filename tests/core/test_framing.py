@@ -36,6 +36,13 @@ def test_blank_lines_are_skipped() -> None:
     assert feed_all(LineFramer(), [b"\n\n  \n\r\n{}\n\n"]) == [b"{}"]
 
 
+def test_blank_lines_are_skipped_without_a_carriage_return_in_the_read() -> None:
+    # (a read with no \r takes the one-pass path)
+    framer = LineFramer()
+    assert framer.feed(b"\n \t\n{}\n  \n[1]\n{") == [b"{}", b"[1]"]
+    assert framer.feed(b"}\n \n") == [b"{}"]
+
+
 def test_oversized_line_is_discarded_and_reading_resumes() -> None:
     framer = LineFramer(max_line_bytes=10)
     out = feed_all(framer, [b'{"ok":1}\n', b"x" * 6, b"y" * 20, b"z" * 5 + b'\n{"ok":2}\n'])

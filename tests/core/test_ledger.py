@@ -127,6 +127,42 @@ def test_tombstones_are_bounded() -> None:
     assert conn.outgoing.tombstone(ids[-1]) is not None
 
 
+def test_a_result_without_jsonrpc_fails_the_request_it_names() -> None:
+    conn = Connection()
+    rid = conn.send_request("x")
+    (event,) = conn.receive_data(b'{"id":%d,"result":1}\n' % rid)
+    assert isinstance(event, ProtocolViolation)
+    assert event.kind is Violation.INVALID_RESPONSE
+    assert event.id == rid
+    assert rid not in conn.outgoing
+
+
+def test_tombstones_forget_the_oldest_first() -> None:
+    conn = Connection(max_tombstones=3)
+    ids = [conn.send_request("x") for _ in range(6)]
+    for rid in ids:
+        conn.abandon(rid)
+        # Every ended request is remembered until three more ended after it.
+        assert conn.outgoing.tombstone(rid) is not None
+    assert [conn.outgoing.tombstone(rid) is not None for rid in ids] == [False] * 3 + [True] * 3
+
+
+def test_a_reused_incoming_id_keeps_its_new_tombstone_when_the_old_one_is_forgotten() -> None:
+    conn = Connection(max_tombstones=3)
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"a","method":"m"}\n')
+    conn.send_result("a", 1)  # "a" remembered (the oldest)
+    conn.receive_data(b'{"jsonrpc":"2.0","id":"a","method":"again"}\n')  # the peer reuses "a"
+    conn.send_result("a", 2)  # remembered again, as the newest
+    for rid in (b'"b"', b'"c"'):
+        conn.receive_data(b'{"jsonrpc":"2.0","id":%s,"method":"m"}\n' % rid)
+        conn.send_result(rid.decode().strip('"'), 3)
+    # Three ended since the first "a": its slot is reused, but "a" itself ended since then.
+    stone = conn.incoming.tombstone("a")
+    assert stone is not None
+    assert stone.method == "again"
+    assert conn.incoming.tombstone_count == 3
+
+
 def test_children_are_tracked_by_parent() -> None:
     conn = Connection()
     conn.receive_data(b'{"jsonrpc":"2.0","id":"p","method":"session/prompt"}\n')

@@ -27,11 +27,11 @@ class Outbox:
         "_core",
         "_loop",
         "_on_lost",
-        "_scheduled",
         "_tick_open",
         "_waiters",
         "closed",
         "paused",
+        "scheduled",
         "transport",
     )
 
@@ -44,7 +44,8 @@ class Outbox:
         """Our write side is gone (closed by us, or lost)."""
         self.paused = False
         self._waiters: list[asyncio.Future[None]] = []
-        self._scheduled = False
+        self.scheduled = False
+        """A write is due (at the end of this loop iteration); ``schedule`` has nothing to do."""
         self._tick_open = False
 
     def attach(self, transport: Transport, loop: asyncio.AbstractEventLoop) -> None:
@@ -60,9 +61,9 @@ class Outbox:
 
     def schedule(self) -> None:
         """Something was queued in the core: write it (now, or at the end of this iteration)."""
-        if self._scheduled or self._loop is None:
+        if self.scheduled or self._loop is None:
             return
-        self._scheduled = True
+        self.scheduled = True
         if not self._tick_open:
             self._tick_open = True
             self.flush()
@@ -71,12 +72,12 @@ class Outbox:
 
     def _end_tick(self) -> None:
         self._tick_open = False
-        if self._scheduled:
+        if self.scheduled:
             self.flush()
 
     def flush(self) -> None:
         """Write everything queued, now."""
-        self._scheduled = False
+        self.scheduled = False
         messages = self._core.messages_to_send()
         if not messages or self.closed or self.transport is None:
             return

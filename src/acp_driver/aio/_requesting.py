@@ -6,7 +6,7 @@
   stops waiting at once or waits for the peer's answer up to a grace.
 - A request made while serving one of the peer's requests records it as its parent (from the
   ``RequestContext``): cancelling the parent cancels its children (``cascade_cancel``).
-- Deadlines: ``Deadlines`` (one timer for all). A timed-out request gets ``$/cancel_request``
+- Deadlines: ``Deadlines`` (one timer for all, nothing to undo when the answer comes). A timed-out request gets ``$/cancel_request``
   and ``cancel_grace`` for the peer's answer; a ``-32800`` within it is reported as the timeout
   the peer confirmed.
 """
@@ -33,6 +33,7 @@ from ..core import (
 from ._context import current
 from ._deadlines import Deadlines
 from ._outbox import Outbox
+from ._state import State
 
 logger = logging.getLogger("acp_driver.connection")
 
@@ -44,17 +45,21 @@ class PendingRequest(asyncio.Future[Any]):
     """The future of one of our requests. Cancelling it -- directly, or by cancelling the task
     that awaits it -- is giving up on the request: ``$/cancel_request`` goes out at once."""
 
-    __slots__ = ("connection", "giving_up", "grace", "method", "rid", "timeout", "timeout_grace", "timer")
+    # Set for every request: slots. The rest keep their class default unless a request sets
+    # them (then in the instance dict asyncio's Future has anyway): fewer stores per request.
+    __slots__ = ("connection", "deadline", "method", "rid", "timeout")
     connection: Requesting
+    deadline: float
+    """When ``timeout`` elapses (loop time), once ``Deadlines`` has it."""
     rid: RequestId
     method: str
     timeout: float | None
-    timeout_grace: float
+    timeout_grace: float = 0.0
     """How long a timed-out request waits for the peer's answer (``cancel_grace``)."""
-    grace: float
+    grace: float = 0.0
     """How long a cancelled caller keeps waiting for the peer's answer."""
-    giving_up: bool
-    timer: asyncio.TimerHandle | None
+    giving_up: bool = False
+    timer: asyncio.TimerHandle | None = None
     """The grace being waited out, if any (cancelled when the answer comes)."""
 
     def cancel(self, msg: Any = None) -> bool:
@@ -85,6 +90,7 @@ class Requesting:
     _outbox: Outbox
     _loop: asyncio.AbstractEventLoop | None
     _waiters: dict[RequestId, PendingRequest]
+    state: State
     _deadlines: Deadlines[PendingRequest] | None
     _expired: dict[RequestId, RequestTimeoutError]
     closed_error: Callable[[str], ConnectionClosedError]
@@ -148,9 +154,10 @@ class Requesting:
         on_sent: Callable[[RequestId], object] | None,
         grace_on_cancel: float,
     ) -> PendingRequest:
-        if not self.is_open:
+        if self.state is not State.OPEN:
             raise self._not_open_error()
-        if self._outbox.closed:
+        outbox = self._outbox
+        if outbox.closed:
             raise self.closed_error("cannot send a request: the write side is closed")
         ctx = current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
@@ -160,12 +167,13 @@ class Requesting:
         fut.rid = rid
         fut.method = method
         fut.timeout = timeout
-        fut.timeout_grace = cancel_grace
-        fut.grace = grace_on_cancel
-        fut.giving_up = False
-        fut.timer = None
+        if cancel_grace:
+            fut.timeout_grace = cancel_grace
+        if grace_on_cancel:
+            fut.grace = grace_on_cancel
         self._waiters[rid] = fut
-        self._outbox.schedule()
+        if not outbox.scheduled:
+            outbox.schedule()
         if on_sent is not None:
             on_sent(rid)
         # No wait for a writable transport: the answer cannot come before the request is
@@ -175,7 +183,7 @@ class Requesting:
             if deadlines is None:
                 assert self._loop is not None
                 deadlines = self._deadlines = Deadlines(self._loop, self._time_out)
-            deadlines.add(rid, timeout, fut)
+            deadlines.add(timeout, fut)  # nothing to remove when answered: see ``Deadlines``
         return fut
 
     def cancel_request(self, rid: RequestId) -> bool:
@@ -229,13 +237,11 @@ class Requesting:
         fut.timer = self._loop.call_later(fut.grace, fut.stop_waiting)
 
     def _finished(self, fut: PendingRequest) -> None:
+        # The deadline needs no removal: ``Deadlines`` skips a future that is done.
         if fut.timer is not None:
             fut.timer.cancel()  # the grace is not waited out any more
             fut.timer = None
-        if fut.timeout is not None:
             self._expired.pop(fut.rid, None)
-            if self._deadlines is not None:
-                self._deadlines.drop(fut.rid, fut.timeout)
         if self._waiters.get(fut.rid) is fut:
             del self._waiters[fut.rid]
 
@@ -261,6 +267,8 @@ class Requesting:
         if fut.done():
             return
         fut.timer = None
+        if self._expired:
+            self._expired.pop(fut.rid, None)
         fut.set_exception(error)
         self._finished(fut)
         if fut.rid in self._core.outgoing:
@@ -289,13 +297,16 @@ class Requesting:
         fut = self._waiters.pop(rid, None)
         if fut is None or fut.done():
             return None
-        if fut.timer is not None or fut.timeout is not None:
+        if fut.timer is not None:
             self._finished(fut)
         return fut
 
     def _on_response(self, event: Response) -> None:
-        fut = self._answer_future(event.id)
-        if fut is not None:
+        # _answer_future, inlined (the hot path).
+        fut = self._waiters.pop(event.id, None)
+        if fut is not None and not fut.done():
+            if fut.timer is not None:
+                self._finished(fut)
             fut.set_result(event.result)
 
     def _on_error_response(self, event: ErrorResponse) -> None:

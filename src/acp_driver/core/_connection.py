@@ -230,15 +230,19 @@ class Connection:
 
     def send_request(self, method: str, params: Any = None, *, parent: RequestId = None) -> int:
         """Queue a request; return its id. ``parent`` is the incoming request it serves, if any."""
-        self._check_open(params)
+        # The hot path: _check_open, _encode and _emit inlined.
+        if self.closed or (type(params) is not dict and params is not None and type(params) is not list):
+            self._check_open(params)
         rid = self._next_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        data = self._encode(message)  # may raise TypeError: nothing recorded then
+        data = _dumps(message, default=self._default) + b"\n"  # may raise TypeError: nothing recorded then
         self._next_id = rid + 1
         self.outgoing.open(rid, method, parent)
-        self._emit(data)
+        self._out.append(data)
+        if self._tracer is not None:
+            self._tracer("out", data)
         return rid
 
     def send_notification(self, method: str, params: Any = None) -> None:
@@ -349,7 +353,21 @@ class Connection:
         events: list[Event] = []
         for item in messages:
             if type(item) is bytes or type(item) is str:
-                self._receive_line(item, events)
+                if self._tracer is None:
+                    # The hot path of _receive_line, inlined: a message that parses to an object.
+                    try:
+                        message = _loads(item)
+                    except _JSONDecodeError:
+                        self._receive_line(item, events)
+                        continue
+                    if type(message) is not dict:
+                        self._receive_parsed(message, item, events)
+                    elif "result" in message and "method" not in message:
+                        self._receive_response(message, events, None)  # as _receive_message would
+                    else:
+                        self._receive_message(message, events, None)
+                else:
+                    self._receive_line(item, events)
             else:
                 assert isinstance(item, OversizedLine)
                 detail = f"message of {item.size} bytes exceeds the limit of {item.limit} bytes; discarded"
@@ -382,7 +400,12 @@ class Connection:
                 return
         if type(message) is dict:
             self._receive_message(message, events, None)
-        elif type(message) is list:
+        else:
+            self._receive_parsed(message, line, events)
+
+    def _receive_parsed(self, message: Any, line: bytes | str, events: list[Event]) -> None:
+        """A parsed message that is not an object: a batch, or invalid."""
+        if type(message) is list:
             self._receive_batch(message, events)
         else:
             self._invalid(
@@ -413,19 +436,22 @@ class Connection:
             self._receive_response(msg, events, batch)
             return
         rid = msg.get("id", _MISSING)
-        echo = rid if rid is not _MISSING and is_request_id(rid) else None
-        if msg.get("jsonrpc") != "2.0":
-            self._invalid(echo, 'missing or wrong "jsonrpc" member (must be "2.0")', events, batch)
-            return
-        if method is _MISSING:
-            self._invalid(echo, 'missing "method" member', events, batch)
-            return
-        if type(method) is not str:
-            self._invalid(echo, '"method" must be a string', events, batch)
-            return
         params = msg.get("params")
-        if params is not None and type(params) is not dict and type(params) is not list:
-            self._invalid(echo, '"params" must be an object or an array', events, batch)
+        if (
+            type(method) is not str
+            or msg.get("jsonrpc") != "2.0"
+            or (params is not None and type(params) is not dict and type(params) is not list)
+        ):
+            echo = rid if rid is not _MISSING and is_request_id(rid) else None
+            if msg.get("jsonrpc") != "2.0":
+                problem = 'missing or wrong "jsonrpc" member (must be "2.0")'
+            elif method is _MISSING:
+                problem = 'missing "method" member'
+            elif type(method) is not str:
+                problem = '"method" must be a string'
+            else:
+                problem = '"params" must be an object or an array'
+            self._invalid(echo, problem, events, batch)
             return
         if self._garbage_run:
             self._garbage_run = 0
@@ -482,6 +508,22 @@ class Connection:
     def _receive_response(self, msg: dict[str, Any], events: list[Event], batch: _Batch | None) -> None:
         """A response: never answered (see the module docstring)."""
         rid = msg.get("id", _MISSING)
+        if (
+            "result" in msg
+            and (type(rid) is int or type(rid) is str)
+            and msg.get("jsonrpc") == "2.0"
+            and "error" not in msg
+        ):
+            # The hot path: a valid result. The answer to one of our requests in flight is
+            # taken here; anything else goes through the checks below.
+            entry = self.outgoing.close_if_open(rid, Outcome.RESULT)
+            if entry is not None:
+                if self._garbage_run:
+                    self._garbage_run = 0
+                if not self.heard_valid:
+                    self.heard_valid = True
+                events.append(Response(rid, msg["result"]))
+                return
         problem = None
         if msg.get("jsonrpc") != "2.0":
             problem = 'missing or wrong "jsonrpc" member (must be "2.0")'

@@ -53,10 +53,28 @@ class LineFramer:
         """
         if not data:
             return self._finish()
-        out: list[bytes | OversizedLine] = []
         pieces = data.split(b"\n")
         last = pieces.pop()  # the bytes after the last newline: start of the next line
         limit = self._max
+        if (
+            pieces
+            and not self._discarding
+            and self._partial_len + len(data) <= limit
+            and b"\r" not in data
+            and (not self._partial or b"\r" not in self._partial[-1])
+        ):
+            # The common case, one pass: none too long, no \r to strip. The start of the first
+            # line may have come before. A blank or all-whitespace line is skipped (``isspace``
+            # stops at the first other byte).
+            if self._partial:
+                self._partial.append(pieces[0])
+                pieces[0] = b"".join(self._partial)
+                self._partial.clear()
+                self._partial_len = 0
+            if last:
+                self._keep(last)
+            return [line for line in pieces if line and not line.isspace()]
+        out: list[bytes | OversizedLine] = []
         for piece in pieces:
             if self._discarding:
                 self._dropped += len(piece)
@@ -84,15 +102,19 @@ class LineFramer:
             if self._discarding:
                 self._dropped += len(last)
             else:
-                self._partial.append(last)
-                self._partial_len += len(last)
-                if self._partial_len > limit + 1:
-                    # Too long already: stop buffering, drop until the next newline.
-                    self._discarding = True
-                    self._dropped = self._partial_len
-                    self._partial.clear()
-                    self._partial_len = 0
+                self._keep(last)
         return out
+
+    def _keep(self, piece: bytes) -> None:
+        """Hold ``piece``, the start of a line whose end has not come yet."""
+        self._partial.append(piece)
+        self._partial_len += len(piece)
+        if self._partial_len > self._max + 1:
+            # Too long already: stop buffering, drop until the next newline.
+            self._discarding = True
+            self._dropped = self._partial_len
+            self._partial.clear()
+            self._partial_len = 0
 
     def _finish(self) -> list[bytes | OversizedLine]:
         if self._discarding:

@@ -8,7 +8,10 @@ ends. How it ended is recorded apart from whether a cancel was requested:
   abandoned (nobody will see an answer: we stopped waiting, or the transport was gone).
 
 An ended request leaves a tombstone (bounded, oldest dropped first) so a late ``$/cancel_request``
-or a late reply is recognised and ignored quietly, never routed to another request.
+or a late reply is recognised and ignored quietly, never routed to another request. The bound is
+kept with a ring of the remembered entries next to a plain dict (cheaper per request than an
+``OrderedDict``): the entry a new one overwrites in the ring is the oldest, and it is forgotten
+unless its id has been remembered again since.
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ class Ledger:
         "_late",
         "_max_tombstones",
         "_reused_ids",
+        "_ring",
+        "_ring_at",
         "_tombstones",
         "direction",
     )
@@ -85,7 +90,11 @@ class Ledger:
         # The peer may reuse an id once its request ended; our own ids never repeat.
         self._reused_ids = reused_ids
         self._in_flight: dict[RequestId, InFlight] = {}
-        self._tombstones: OrderedDict[RequestId, Tombstone] = OrderedDict()
+        self._tombstones: dict[RequestId, Tombstone] = {}
+        # The remembered entries in the order they were remembered, at most max_tombstones;
+        # _ring_at is the slot the next one overwrites once the ring is full (the oldest).
+        self._ring: list[Tombstone] = []
+        self._ring_at = 0
         self._max_tombstones = max_tombstones
         # Abandoned after a cancel was sent: the peer still owes an answer (-32800 or a result).
         # Kept apart from the bounded tombstones so a storm of cancels cannot push them out
@@ -157,7 +166,23 @@ class Ledger:
                     f"{self.direction} request {id!r} ({stone.method}) already ended: {stone.outcome.value}"
                 )
             raise LocalProtocolError(f"no {self.direction} request {id!r} is in flight")
+        self._ended(entry, outcome)
+        return entry
+
+    def close_if_open(self, id: RequestId, outcome: Outcome) -> InFlight | None:
+        """End the request ``id`` if it is in flight (then return it); None if it is not."""
+        entry = self._in_flight.pop(id, None)
+        if entry is not None:
+            if outcome is Outcome.RESULT and entry.parent is None:
+                entry.outcome = outcome  # _ended, the common case inlined
+                self._remember(id, entry)
+            else:
+                self._ended(entry, outcome)
+        return entry
+
+    def _ended(self, entry: InFlight, outcome: Outcome) -> None:
         entry.outcome = outcome
+        id = entry.id
         if outcome is Outcome.ABANDONED and entry.cancel_requested:
             late = self._late
             late[id] = entry
@@ -171,13 +196,21 @@ class Ledger:
                 kids.discard(id)
                 if not kids:
                     del self._children[entry.parent]
-        return entry
 
     def _remember(self, id: RequestId, stone: Tombstone) -> None:
-        stones = self._tombstones
-        stones[id] = stone
-        if len(stones) > self._max_tombstones:
-            stones.popitem(last=False)
+        ring = self._ring
+        if len(ring) < self._max_tombstones:
+            ring.append(stone)
+        elif ring:
+            at = self._ring_at
+            oldest = ring[at]
+            ring[at] = stone
+            self._ring_at = at + 1 if at + 1 < len(ring) else 0
+            if self._tombstones.get(oldest.id) is oldest:  # not remembered again since
+                del self._tombstones[oldest.id]
+        else:
+            return  # max_tombstones 0: nothing is remembered
+        self._tombstones[id] = stone
 
     def children(self, parent: RequestId) -> list[InFlight]:
         """Requests in flight that were opened while serving ``parent`` (of the other direction)."""

@@ -24,7 +24,7 @@ from ..aio import current_request
 from ..core import RequestCancelledError, RpcError, worth_logging
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
 from ._turn import PromptTurn
-from ._updates import make_update
+from ._updates import UPDATE_TYPES, UnknownUpdate, make_update
 
 if TYPE_CHECKING:
     from ._remote_agent import RemoteAgent
@@ -73,9 +73,12 @@ class AgentRequests:
 
     def on_update(self, params: Any) -> None:
         agent = self.agent
-        sid = params.get("sessionId") if isinstance(params, dict) else None
-        raw = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(sid, str) or not isinstance(raw, dict):
+        if type(params) is dict:
+            sid = params.get("sessionId")
+            raw = params.get("update")
+        else:
+            sid = raw = None
+        if type(sid) is not str or type(raw) is not dict:
             self.malformed_updates += 1
             if worth_logging(self.malformed_updates):  # 1st, 10th, 100th...: never a flood
                 logger.warning(
@@ -92,7 +95,8 @@ class AgentRequests:
             if len(pending) < UNKNOWN_SESSION_BUFFER and len(self.unknown_updates) < UNKNOWN_SESSIONS:
                 pending.append(raw)
             return
-        session.deliver(make_update(sid, raw))
+        # make_update, inlined (the hot path of an update stream).
+        session.deliver(UPDATE_TYPES.get(raw.get("sessionUpdate"), UnknownUpdate)(sid, raw))  # type: ignore[arg-type]
 
     def replay_unknown(self, session: RemoteSession) -> None:
         """Deliver the updates that named ``session`` before we knew it."""

@@ -152,7 +152,7 @@ class RemoteSession:
             late_of = last  # no turn running, or its prompt is not even sent yet
         elif not self.agent.connection.awaiting(turn.request_id):
             late_of = turn  # its prompt was answered (in this same read): the turn is over
-        elif last is not None and last.owns(update) and not turn.owns(update):
+        elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
             late_of = last  # names a tool call of the finished turn
         else:
             turn.accept(update)

@@ -129,14 +129,17 @@ class PromptTurn:
 
     def accept(self, update: Update) -> None:
         """An update of this turn (the session decided it belongs here)."""
-        if isinstance(update, (ToolCallView, ToolCallUpdateView)):
+        kind = update.kind
+        if kind == "tool_call" or kind == "tool_call_update":
+            assert isinstance(update, (ToolCallView, ToolCallUpdateView))
             self._track_tool_call(update)
-        elif update.kind == "plan":
+        elif kind == "plan":
             entries = update.raw.get("entries")
             self.plan = entries if isinstance(entries, list) else []
         self._buffer.append(update)
-        if self._waiter is not None:
-            self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)  # _wake, inlined
 
     def _track_tool_call(self, update: ToolCallView | ToolCallUpdateView) -> None:
         tid = update.tool_call_id
