@@ -62,6 +62,7 @@ class ServedConnection:
         self.ladder: CancelLadder | None = None
         self._end_task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
+        self._reaped = asyncio.Event()
         self._malformed = 0
 
     def start(self) -> None:
@@ -145,8 +146,8 @@ class ServedConnection:
         return self._end_task
 
     async def wait_ended(self) -> None:
-        if self._end_task is not None:
-            await asyncio.shield(self._end_task)
+        """Wait until the connection ended and its agent was reaped."""
+        await self._reaped.wait()
 
     async def _run_ladder(self) -> None:
         backend = self.backend
@@ -184,6 +185,7 @@ class ServedConnection:
                 await backend.release()
             except Exception:
                 logger.exception("%s: releasing the agent failed", self.id)
+            self._reaped.set()
             logger.info("%s: agent reaped %.2f s after the end (%s; last rung: %s)", self.id,
                         loop.time() - ladder.started_at, backend.describe(),
                         ladder.resolved_by.value if ladder.resolved_by else "none")

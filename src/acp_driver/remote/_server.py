@@ -32,6 +32,13 @@ from ..agent import Agent
 from ..core import LadderPolicy
 from ._asgi import Receive, Refused, Scope, Send, header, respond_error
 from ._backend import BackendFactory
+from ._defaults import (
+    DEFAULT_CANCEL_BUDGET,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_PORT,
+)
 from ._guard import OriginPolicy, bearer_ok, is_loopback
 from ._http import HttpConnection, serve_http
 from ._inprocess import make_in_process
@@ -43,11 +50,6 @@ from ._websocket import deny_upgrade, serve_websocket
 logger = logging.getLogger("acp_driver.remote.server")
 
 AFFINITY_COOKIE = "acp_affinity"
-DEFAULT_PORT = 8765
-DEFAULT_CANCEL_BUDGET = 4.0
-DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
-DEFAULT_MAX_CONNECTIONS = 256
-DEFAULT_IDLE_TIMEOUT = 300.0
 _INSTANCE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
