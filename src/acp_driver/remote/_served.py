@@ -36,7 +36,7 @@ logger = logging.getLogger("acp_driver.remote.server")
 
 OnMessage = Callable[[bytes, str], None]
 """A front-end's sink: (a message's JSON text, its route -- see ``_inflight``)."""
-OnEnd = Callable[[str, int], None]
+OnEnd = Callable[[str, int], object]
 """A front-end's hook when the connection ends: (reason, WebSocket close code)."""
 
 _REAP_TIMEOUT = 5.0
@@ -58,6 +58,8 @@ class ServedConnection:
         self.last_activity = self.loop.time()
         self.on_message: OnMessage | None = None
         self.on_end: list[OnEnd] = []
+        self.on_reaped: list[Callable[[], object]] = []
+        """Called once the agent is reaped (the server forgets the connection then)."""
         self.end_reason: str | None = None
         self.ladder: CancelLadder | None = None
         self._end_task: asyncio.Task[None] | None = None
@@ -186,6 +188,11 @@ class ServedConnection:
             except Exception:
                 logger.exception("%s: releasing the agent failed", self.id)
             self._reaped.set()
+            for callback in self.on_reaped:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("%s: on_reaped callback failed", self.id)
             logger.info("%s: agent reaped %.2f s after the end (%s; last rung: %s)", self.id,
                         loop.time() - ladder.started_at, backend.describe(),
                         ladder.resolved_by.value if ladder.resolved_by else "none")

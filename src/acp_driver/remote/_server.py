@@ -123,7 +123,6 @@ class RemoteServer:
         self.http_connections: dict[str, HttpConnection] = {}
         """Streamable HTTP connections until they end."""
         self._starting = 0
-        self._ends: set[asyncio.Task[None]] = set()
         self._closing = False
         self._shutdown = asyncio.Event()
         self._serve_task: asyncio.Task[None] | None = None
@@ -192,12 +191,12 @@ class RemoteServer:
                     await asyncio.shield(self._serve_task)
             return
         self._closing = True
-        for conn in list(self.connections.values()):
-            conn.end("the server is shutting down", WS_GOING_AWAY)
-        while self._ends or self._starting:
-            await asyncio.gather(*self._ends, return_exceptions=True)
+        while self.connections or self._starting:
+            for conn in list(self.connections.values()):
+                conn.end("the server is shutting down", WS_GOING_AWAY)
+            await asyncio.gather(*(c.wait_ended() for c in list(self.connections.values())))
             if self._starting:
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)  # an agent still starting: it is ended as soon as it is up
         if self._sweeper is not None:
             self._sweeper.cancel()
         self._shutdown.set()
@@ -236,26 +235,12 @@ class RemoteServer:
             self._starting -= 1
         conn = ServedConnection(connection_id, backend, self.policy, kind)
         self.connections[connection_id] = conn
-        conn.on_end.append(lambda _reason, _code: self._ended(conn))
+        conn.on_end.append(lambda _reason, _code: self.http_connections.pop(connection_id, None))
+        conn.on_reaped.append(lambda: self.connections.pop(connection_id, None))
         logger.info("%s: new %s connection, agent pid %s", connection_id, kind, backend.pid)
         if self.closing:  # shut down while the agent started
             conn.end("the server is shutting down", WS_GOING_AWAY)
         return conn
-
-    def _ended(self, conn: ServedConnection) -> None:
-        self.http_connections.pop(conn.id, None)
-
-        def track() -> None:
-            task = conn.end("")  # already ending: the ladder's task
-            self._ends.add(task)
-
-            def done(_t: asyncio.Task[None]) -> None:
-                self._ends.discard(task)
-                self.connections.pop(conn.id, None)
-
-            task.add_done_callback(done)
-
-        asyncio.get_running_loop().call_soon(track)
 
     async def _sweep_idle(self) -> None:
         idle = self.settings.idle_timeout
