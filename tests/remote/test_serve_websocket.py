@@ -117,7 +117,8 @@ async def test_an_agent_that_ignores_the_cancel_is_killed_within_the_budget(
     assert rungs[-1] is last_rung, rungs
     assert Rung.CANCEL_REQUEST in rungs
     # Reaped by the budget (plus a generous margin for a loaded machine: no timing test may flake).
-    assert conn.ladder.elapsed is not None and conn.ladder.elapsed <= budget + 5.0
+    assert conn.ladder.elapsed is not None
+    assert conn.ladder.elapsed <= budget + 5.0
 
 
 class _Asker(Agent):
@@ -172,7 +173,8 @@ async def test_the_agents_other_pending_requests_get_an_error_when_the_client_go
         (conn,) = server.connections.values()
     await asyncio.wait_for(conn.wait_ended(), 30)
     assert len(errors) == 1
-    assert errors[0] is not None and "cancelled" in str(errors[0])
+    assert errors[0] is not None
+    assert "cancelled" in str(errors[0])
 
 
 async def test_in_process_agent_serves_a_turn(make_server: Any) -> None:
