@@ -98,10 +98,13 @@ class ServedConnection:
         try:
             message = orjson.loads(item)
         except orjson.JSONDecodeError:
+            # Not a message: a remote client could not use it (one message per frame or event);
+            # the operator sees it in the log, and the relay goes on.
             self._malformed += 1
             if worth_logging(self._malformed):
-                logger.warning("%s: the agent wrote a line that is not JSON (%d so far): %.200r", self.id, self._malformed, item)
-            message = None
+                logger.warning("%s: the agent wrote a line that is not JSON (%d so far; dropped): %.200r",
+                               self.id, self._malformed, item)
+            return
         route = self.inflight.from_agent(message)
         if self.ending:
             self._while_ending(message)
