@@ -88,6 +88,16 @@ async def test_a_frame_over_the_limit_closes_with_1009(make_server: Any) -> None
     assert pid_gone(conn.backend.pid)
 
 
+async def test_the_limit_counts_bytes_not_characters(make_server: Any) -> None:
+    server = await make_server(max_message_bytes=1000)
+    async with WsClient.connect(server.url) as client:
+        # 600 characters, 1200 bytes of UTF-8: over the limit.
+        await client.ws.send('{"jsonrpc":"2.0","method":"x","params":"' + "é" * 600 + '"}')
+        with pytest.raises(websockets.ConnectionClosed):
+            await client.next()
+        assert client.ws.close_code == 1009
+
+
 async def test_a_body_over_the_limit_gets_413(make_server: Any) -> None:
     server = await make_server(max_message_bytes=1000)
     async with HttpClient.connect(server.url) as http:

@@ -118,7 +118,7 @@ async def test_an_agent_that_ignores_the_cancel_is_killed_within_the_budget(
     assert Rung.CANCEL_REQUEST in rungs
     # Reaped by the budget (plus a generous margin for a loaded machine: no timing test may flake).
     assert conn.ladder.elapsed is not None
-    assert conn.ladder.elapsed <= budget + 5.0
+    assert conn.ladder.elapsed <= budget + 3.0
 
 
 class _Asker(Agent):

@@ -27,7 +27,7 @@ can choose what runs.
 
 
 def build_serve_parser() -> argparse.ArgumentParser:
-    from ..remote._defaults import (
+    from ..remote import (
         DEFAULT_CANCEL_BUDGET,
         DEFAULT_IDLE_TIMEOUT,
         DEFAULT_MAX_CONNECTIONS,
@@ -141,7 +141,7 @@ def _refuse(message: str) -> int:
 
 
 def serve_main(opts: argparse.Namespace) -> int:
-    from ..remote._server import ConfigError, ServerSettings
+    from ..remote import ConfigError, ServerSettings
 
     command = list(opts.agent_command)
     if command and command[0] == "--":
@@ -175,7 +175,7 @@ def serve_main(opts: argparse.Namespace) -> int:
 
 
 async def _serve(command: list[str] | None, settings: Any) -> int:
-    from ..remote._server import serve_command
+    from ..remote import serve_command
 
     server = await serve_command(command, settings=settings)
     stop = asyncio.Event()
