@@ -12,7 +12,7 @@ from acp_driver.agent import Agent, Turn
 from acp_driver.core import Rung
 
 from ..waiting import eventually
-from .serving import REFERENCE, WsClient, pid_gone, text_prompt
+from .serving import AGENTS, REFERENCE, WsClient, pid_gone, text_prompt
 
 
 async def test_prompt_streams_updates_then_the_answer(make_server: Any) -> None:
@@ -92,9 +92,10 @@ async def test_closing_the_websocket_mid_turn_cancels_it_and_reaps_the_agent(mak
 
 
 async def test_a_killed_client_socket_mid_turn_reaps_the_agent(make_server: Any) -> None:
-    server = await make_server()
+    # An agent silent after its first update: nothing but the socket's loss can end the connection.
+    server = await make_server([sys.executable, str(AGENTS / "stubborn.py"), "cancel-request"])
     async with WsClient.connect(server.url) as client:
-        conn, pid = await _live_turn(server, client, "/stream 100000 10")
+        conn, pid = await _live_turn(server, client, "/stream 1 0")
         client.ws.transport.abort()  # no close frame: the TCP connection just drops
         await asyncio.wait_for(conn.wait_ended(), 30)
     assert pid_gone(pid)
@@ -119,6 +120,28 @@ async def test_an_agent_that_ignores_the_cancel_is_killed_within_the_budget(
     # Reaped by the budget (plus a generous margin for a loaded machine: no timing test may flake).
     assert conn.ladder.elapsed is not None
     assert conn.ladder.elapsed <= budget + 3.0
+
+
+@pytest.mark.parametrize(
+    ("mode", "rungs"),
+    [
+        # Ignores session/cancel, honours $/cancel_request: resolved at the second rung, then EOF.
+        ("cancel-request", [Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST]),
+        # Ignores both cancels and its end of input: SIGTERM ends it.
+        ("deaf", [Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST, Rung.TERMINATE]),
+    ],
+)
+async def test_each_rung_is_taken_only_when_the_one_before_did_not_work(
+    make_server: Any, mode: str, rungs: list[Rung]
+) -> None:
+    server = await make_server([sys.executable, str(AGENTS / "stubborn.py"), mode], cancel_budget=1.0)
+    async with WsClient.connect(server.url) as client:
+        conn, pid = await _live_turn(server, client, "/stream 1 0")
+    await asyncio.wait_for(conn.wait_ended(), 30)
+    assert pid_gone(pid)
+    assert [rung for _, rung in conn.ladder.taken] == rungs
+    # What the agent got from the server, in order, after the client went:
+    assert conn.backend.process.returncode == (0 if mode == "cancel-request" else -15)
 
 
 class _Asker(Agent):

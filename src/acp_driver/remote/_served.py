@@ -163,8 +163,8 @@ class ServedConnection:
             while not backend.exited:
                 for rung in ladder.poll(loop.time()):
                     self._take(rung)
-                    if rung is not Rung.SESSION_CANCEL:
-                        input_closed = True
+                    if rung in (Rung.TERMINATE, Rung.KILL):
+                        input_closed = True  # TERMINATE closed it
                 if not input_closed and not self.inflight.prompts():
                     backend.close_input()
                     input_closed = True

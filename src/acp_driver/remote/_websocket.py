@@ -63,7 +63,7 @@ async def serve_websocket(server: RemoteServer, scope: Scope, receive: Receive, 
     closing: list[Any] = [1000, ""]
 
     def on_message(text: bytes, route: str) -> None:
-        if not outlet.put(text):
+        if not outlet.put(text) and not outlet.closed:
             conn.end(f"the client does not read (over {settings.max_buffered_bytes} bytes waiting)", WS_POLICY)
 
     def on_end(reason: str, code: int) -> None:
