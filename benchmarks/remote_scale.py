@@ -87,8 +87,12 @@ class Client:
         prompt = [{"type": "text", "text": STREAM}]
         await self.ws.send(
             json.dumps(
-                {"jsonrpc": "2.0", "id": self.prompt_id, "method": "session/prompt",
-                 "params": {"sessionId": self.sid, "prompt": prompt}}
+                {
+                    "jsonrpc": "2.0",
+                    "id": self.prompt_id,
+                    "method": "session/prompt",
+                    "params": {"sessionId": self.sid, "prompt": prompt},
+                }
             )
         )
 
@@ -107,14 +111,24 @@ class Client:
             self.closed = f"connection closed: {exc}"
 
     async def cancel(self) -> None:
-        await self.ws.send(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.sid}}))
+        await self.ws.send(
+            json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": self.sid}})
+        )
 
 
 async def start_serve(connections: int) -> tuple[asyncio.subprocess.Process, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "acp_driver", "serve", "--port", "0",
-        "--max-connections", str(connections + 10),
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "serve",
+        "--port",
+        "0",
+        "--max-connections",
+        str(connections + 10),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert process.stderr is not None
     async with asyncio.timeout(60):
@@ -145,7 +159,10 @@ async def run(connections: int, quick: bool) -> int:
         # No client pings: with hundreds of agents starting on a small machine a ping may wait
         # longer than its timeout, and liveness is not what is measured here.
         sockets = await asyncio.gather(
-            *(websockets.connect(url, max_size=None, open_timeout=120, ping_interval=None) for _ in range(connections))
+            *(
+                websockets.connect(url, max_size=None, open_timeout=120, ping_interval=None)
+                for _ in range(connections)
+            )
         )
         clients = [Client(ws) for ws in sockets]
         await asyncio.gather(*(c.start_turn() for c in clients))
@@ -157,7 +174,9 @@ async def run(connections: int, quick: bool) -> int:
             pass
         setup_s = time.perf_counter() - t0
         streaming = sum(c.streaming.is_set() for c in clients)
-        checks.append(("every connection streams its turn", streaming == connections, f"{streaming}/{connections}"))
+        checks.append(
+            ("every connection streams its turn", streaming == connections, f"{streaming}/{connections}")
+        )
         rss_loaded = rss_kib(process.pid)
         agents = len(descendants(process.pid))
         rows.append(("connections", str(connections)))
@@ -172,7 +191,9 @@ async def run(connections: int, quick: bool) -> int:
         except TimeoutError:
             pass
         answered = [c for c in clients if c.answer is not None]
-        cancelled = sum(1 for c in answered if (c.answer or {}).get("result", {}).get("stopReason") == "cancelled")
+        cancelled = sum(
+            1 for c in answered if (c.answer or {}).get("result", {}).get("stopReason") == "cancelled"
+        )
         latencies = sorted(c.answered_at - cancel_at for c in answered)
         all_resolved = latencies[-1] if len(latencies) == connections else float("inf")
         lost = [c.closed for c in clients if c.closed]
@@ -180,13 +201,18 @@ async def run(connections: int, quick: bool) -> int:
         checks.append(("every turn answered cancelled", cancelled == connections, detail))
         within = all_resolved <= TARGET_S
         checks.append(
-            (f"all resolved within {TARGET_S:g} s" + (" (reported only with --quick)" if quick else ""),
-             within or quick, f"{all_resolved:.3f} s")
+            (
+                f"all resolved within {TARGET_S:g} s" + (" (reported only with --quick)" if quick else ""),
+                within or quick,
+                f"{all_resolved:.3f} s",
+            )
         )
         if latencies:
             rows.append(("cancel -> cancelled, p50", f"{latencies[len(latencies) // 2] * 1000:.1f} ms"))
             rows.append(("cancel -> cancelled, max (all resolved)", f"{latencies[-1] * 1000:.1f} ms"))
-        rows.append(("updates streamed before the cancel (all connections)", str(sum(c.updates for c in clients))))
+        rows.append(
+            ("updates streamed before the cancel (all connections)", str(sum(c.updates for c in clients)))
+        )
         rows.append(("serve RSS idle", f"{rss_idle / 1024:.1f} MiB"))
         rows.append(("serve RSS with the connections", f"{rss_loaded / 1024:.1f} MiB"))
         rows.append(("serve RSS per connection", f"{(rss_loaded - rss_idle) / connections:.0f} KiB"))
@@ -222,9 +248,13 @@ async def run(connections: int, quick: bool) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--connections", type=int, default=None, help="how many (default 200; --quick: 20)")
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 20 connections, the time target reported only")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 20 connections, the time target reported only"
+    )
     opts = parser.parse_args()
     connections = opts.connections or (20 if opts.quick else 200)
     return asyncio.run(run(connections, opts.quick))

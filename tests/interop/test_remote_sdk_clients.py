@@ -37,12 +37,16 @@ class RecordingClient:
         self.updates.append(update.model_dump(mode="json", by_alias=True, exclude_none=True))
         self.got_update.set()
 
-    async def request_permission(self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any) -> Any:
+    async def request_permission(
+        self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any
+    ) -> Any:
         from acp.schema import AllowedOutcome, RequestPermissionResponse
 
         self.permission_requests += 1
         allow = next(o for o in options if str(o.kind).startswith("allow"))
-        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=allow.option_id))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=allow.option_id)
+        )
 
     def texts(self) -> list[str]:
         return [u["content"]["text"] for u in self.updates if u.get("sessionUpdate") == "agent_message_chunk"]
@@ -68,7 +72,9 @@ async def sdk_connection(url: str, profile: str, client: RecordingClient) -> Asy
 async def _session(conn: Any) -> str:
     from acp.schema import ClientCapabilities
 
-    init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+    init = await conn.initialize(
+        protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities()
+    )
     assert init.protocol_version == acp.PROTOCOL_VERSION
     session = await conn.new_session(cwd=os.getcwd(), mcp_servers=[])
     sid: str = session.session_id
@@ -93,7 +99,9 @@ async def test_sdk_client_prompt_streams_and_answers(profile: str) -> None:
             response = await asyncio.wait_for(conn.prompt(session_id=sid, prompt=_text("/stream 3 0")), 30)
             assert response.stop_reason == "end_turn"
             assert client.texts() == ["chunk 1/3\n", "chunk 2/3\n", "chunk 3/3\n"]
-        await eventually(lambda: descendants(serve.process.pid) == [], "the agent to be reaped after the SDK closed")
+        await eventually(
+            lambda: descendants(serve.process.pid) == [], "the agent to be reaped after the SDK closed"
+        )
 
 
 @pytest.mark.parametrize("profile", PROFILES)

@@ -17,7 +17,9 @@ async def make_server() -> AsyncIterator[Callable[..., Any]]:
     """``await make_server(argv=None | [...], agent=None | factory, **settings)``: a started server."""
     servers: list[RemoteServer] = []
 
-    async def make(argv: list[str] | None = None, agent: Callable[[], Any] | None = None, **options: Any) -> RemoteServer:
+    async def make(
+        argv: list[str] | None = None, agent: Callable[[], Any] | None = None, **options: Any
+    ) -> RemoteServer:
         options.setdefault("port", 0)
         options.setdefault("cancel_budget", 2.0)
         if agent is not None:

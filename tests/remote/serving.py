@@ -32,7 +32,10 @@ def ws_url(http_url: str) -> str:
     return "ws" + http_url[len("http") :]
 
 
-INIT_PARAMS = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}}}
+INIT_PARAMS = {
+    "protocolVersion": 1,
+    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+}
 
 
 def text_prompt(text: str) -> list[dict[str, Any]]:
@@ -69,7 +72,9 @@ class WsClient:
         message: dict[str, Any] = orjson.loads(data)
         return message
 
-    async def until(self, predicate: Callable[[dict[str, Any]], bool]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def until(
+        self, predicate: Callable[[dict[str, Any]], bool]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Read until a message matches; returns it and those before it."""
         seen = []
         while True:
@@ -127,18 +132,24 @@ class HttpClient:
         return headers
 
     async def post(self, message: dict[str, Any], session_id: str | None = None) -> httpx.Response:
-        return await self.client.post(self.url, content=orjson.dumps(message), headers=self.headers(session_id))
+        return await self.client.post(
+            self.url, content=orjson.dumps(message), headers=self.headers(session_id)
+        )
 
     async def initialize(self) -> httpx.Response:
         self._ids += 1
-        response = await self.post({"jsonrpc": "2.0", "id": self._ids, "method": "initialize", "params": INIT_PARAMS})
+        response = await self.post(
+            {"jsonrpc": "2.0", "id": self._ids, "method": "initialize", "params": INIT_PARAMS}
+        )
         assert response.status_code == 200, response.text
         self.connection_id = response.headers["acp-connection-id"]
         return response
 
     async def request(self, method: str, params: Any, session_id: str | None = None) -> int:
         self._ids += 1
-        response = await self.post({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}, session_id)
+        response = await self.post(
+            {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}, session_id
+        )
         assert response.status_code == 202, response.text
         return self._ids
 
@@ -181,7 +192,9 @@ class HttpClient:
         async with asyncio.timeout(TIMEOUT):
             return await self.streams[session_id].get()
 
-    async def answer_of(self, request_id: int, session_id: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    async def answer_of(
+        self, request_id: int, session_id: str | None = None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         seen = []
         while True:
             message = await self.next(session_id)
@@ -241,8 +254,16 @@ class ServeProcess:
     @contextlib.asynccontextmanager
     async def start(cls, *args: str) -> AsyncIterator[ServeProcess]:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "acp_driver", "serve", "--port", "0", *args,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "acp_driver",
+            "serve",
+            "--port",
+            "0",
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
         )
         assert process.stderr is not None
         lines: list[str] = []

@@ -57,13 +57,16 @@ async def test_a_relay_survives_garbage_from_the_agent() -> None:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 async def test_a_signal_ends_every_connection_and_reaps_every_agent(signum: int) -> None:
-    async with ServeProcess.start("--cancel-budget", "1", "--", sys.executable, "-m", "acp_driver", "agent",
-                                  "--behavior", "hang") as serve:
+    async with ServeProcess.start(
+        "--cancel-budget", "1", "--", sys.executable, "-m", "acp_driver", "agent", "--behavior", "hang"
+    ) as serve:
         async with WsClient.connect(serve.url) as a, HttpClient.connect(serve.url) as http:
             sid = await a.open_session()
             await a.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("hello")})
             await http.initialize()
-            await eventually(lambda: len(descendants(serve.process.pid)) >= 4, "two agents (and their supervisors)")
+            await eventually(
+                lambda: len(descendants(serve.process.pid)) >= 4, "two agents (and their supervisors)"
+            )
             agents = descendants(serve.process.pid)
             serve.process.send_signal(signum)
             code = await asyncio.wait_for(serve.process.wait(), 60)

@@ -35,46 +35,71 @@ async def test_initialize_answers_200_with_the_connection_id_and_the_cookie(make
         assert response.headers["content-type"] == "application/json"
         assert response.json()["result"]["protocolVersion"] == 1
         assert response.headers["acp-connection-id"] in server.connections
-        assert response.headers["set-cookie"] == f"acp_affinity={server.settings.instance}; Path=/; HttpOnly; SameSite=Lax"
+        assert (
+            response.headers["set-cookie"]
+            == f"acp_affinity={server.settings.instance}; Path=/; HttpOnly; SameSite=Lax"
+        )
 
 
 async def test_prompt_streams_on_the_session_stream_and_cancel_ends_it(make_server: Any) -> None:
     server = await make_server()
     async with HttpClient.connect(server.url) as http:
         sid = await _session(http)
-        rid = await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 3 0")}, sid)
+        rid = await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 3 0")}, sid
+        )
         answer, before = await http.answer_of(rid, sid)
         assert answer["result"] == {"stopReason": "end_turn"}
-        assert [m["params"]["update"]["content"]["text"] for m in before] == ["chunk 1/3\n", "chunk 2/3\n", "chunk 3/3\n"]
-        rid = await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")}, sid)
+        assert [m["params"]["update"]["content"]["text"] for m in before] == [
+            "chunk 1/3\n",
+            "chunk 2/3\n",
+            "chunk 3/3\n",
+        ]
+        rid = await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")}, sid
+        )
         await http.next(sid)
         await http.notify("session/cancel", {"sessionId": sid}, sid)
         answer, _ = await http.answer_of(rid, sid)
         assert answer["result"] == {"stopReason": "cancelled"}
-        rid = await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")}, sid)
+        rid = await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")}, sid
+        )
         await http.next(sid)
         await http.notify("$/cancel_request", {"requestId": rid})
         answer, _ = await http.answer_of(rid, sid)
         assert answer["result"] == {"stopReason": "cancelled"}
 
 
-async def test_a_permission_request_comes_on_the_session_stream_and_its_answer_is_posted(make_server: Any) -> None:
+async def test_a_permission_request_comes_on_the_session_stream_and_its_answer_is_posted(
+    make_server: Any,
+) -> None:
     server = await make_server()
     async with HttpClient.connect(server.url) as http:
         sid = await _session(http)
-        rid = await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/permission")}, sid)
+        rid = await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/permission")}, sid
+        )
         ask = None
         while ask is None:
             message = await http.next(sid)
             if message.get("method") == "session/request_permission":
                 ask = message
         option = ask["params"]["options"][0]["optionId"]
-        reply = {"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}}
+        reply = {
+            "jsonrpc": "2.0",
+            "id": ask["id"],
+            "result": {"outcome": {"outcome": "selected", "optionId": option}},
+        }
         assert (await http.post(reply)).status_code == 202
         answer, before = await http.answer_of(rid, sid)
         assert answer["result"] == {"stopReason": "end_turn"}
-        texts = [m["params"]["update"].get("content", {}) for m in before if m.get("method") == "session/update"]
-        assert any(isinstance(t, dict) and "permission outcome: selected" in t.get("text", "") for t in texts), before
+        texts = [
+            m["params"]["update"].get("content", {}) for m in before if m.get("method") == "session/update"
+        ]
+        assert any(
+            isinstance(t, dict) and "permission outcome: selected" in t.get("text", "") for t in texts
+        ), before
 
 
 async def test_messages_wait_for_their_stream(make_server: Any) -> None:
@@ -98,7 +123,9 @@ async def test_a_stream_nobody_reads_is_bounded(make_server: Any) -> None:
         for task in http._tasks:
             task.cancel()
         await eventually(lambda: conn.streams_open == 0, "the streams to close")
-        await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 100000 0")}, sid)
+        await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 100000 0")}, sid
+        )
         await asyncio.wait_for(conn.wait_ended(), 30)
         assert "not read" in (conn.end_reason or "")
         assert pid_gone(conn.backend.pid)
@@ -116,7 +143,9 @@ async def test_delete_mid_turn_cancels_it_and_reaps_the_agent(make_server: Any) 
     server = await make_server()
     async with HttpClient.connect(server.url) as http:
         sid = await _session(http)
-        await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 100000 10")}, sid)
+        await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 100000 10")}, sid
+        )
         await http.next(sid)
         (conn,) = server.connections.values()
         assert (await http.delete()).status_code == 202
@@ -155,7 +184,9 @@ async def test_the_routing_table_statuses(make_server: Any) -> None:
         assert (await _post(http, b"{oops", json_h)).status_code == 400
         assert (await _post(http, b"[" + init + b"]", json_h)).status_code == 501
         assert (await _post(http, b'"text"', json_h)).status_code == 400
-        notification = orjson.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}})
+        notification = orjson.dumps(
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}
+        )
         assert (await _post(http, notification, json_h)).status_code == 400  # no connection id
         assert (await _post(http, notification, {**json_h, "Acp-Connection-Id": "nope"})).status_code == 404
         sid = await _session(http)
@@ -164,18 +195,28 @@ async def test_the_routing_table_statuses(make_server: Any) -> None:
         with_conn = {**json_h, "Acp-Connection-Id": cid}
         # A session-scoped method without Acp-Session-Id, and with one the connection does not know.
         assert (await _post(http, notification, with_conn)).status_code == 400
-        assert (await _post(http, notification, {**with_conn, "Acp-Session-Id": "unknown"})).status_code == 404
+        assert (
+            await _post(http, notification, {**with_conn, "Acp-Session-Id": "unknown"})
+        ).status_code == 404
         assert (await _post(http, notification, {**with_conn, "Acp-Session-Id": sid})).status_code == 202
         sse = {"Accept": "text/event-stream"}
         get = http.client.get
-        assert (await get(http.url, headers={"Accept": "application/json", "Acp-Connection-Id": cid})).status_code == 406
+        assert (
+            await get(http.url, headers={"Accept": "application/json", "Acp-Connection-Id": cid})
+        ).status_code == 406
         assert (await get(http.url, headers=sse)).status_code == 400
         assert (await get(http.url, headers={**sse, "Acp-Connection-Id": "nope"})).status_code == 404
-        assert (await get(http.url, headers={**sse, "Acp-Connection-Id": cid, "Acp-Session-Id": "nope"})).status_code == 404
-        assert (await get(http.url, headers={**sse, "Acp-Connection-Id": cid})).status_code == 409  # already open
+        assert (
+            await get(http.url, headers={**sse, "Acp-Connection-Id": cid, "Acp-Session-Id": "nope"})
+        ).status_code == 404
+        assert (
+            await get(http.url, headers={**sse, "Acp-Connection-Id": cid})
+        ).status_code == 409  # already open
         assert (await http.client.request("DELETE", http.url)).status_code == 400
         assert (await http.client.put(http.url, content=init, headers=json_h)).status_code == 405
-        assert (await http.client.post(http.url.replace("/acp", "/other"), content=init, headers=json_h)).status_code == 404
+        assert (
+            await http.client.post(http.url.replace("/acp", "/other"), content=init, headers=json_h)
+        ).status_code == 404
 
 
 async def test_http2_cleartext_prior_knowledge(make_server: Any) -> None:
@@ -184,7 +225,9 @@ async def test_http2_cleartext_prior_knowledge(make_server: Any) -> None:
         response = await http.initialize()
         assert response.http_version == "HTTP/2"
         sid = await _session_after_init(http)
-        rid = await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 2 0")}, sid)
+        rid = await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 2 0")}, sid
+        )
         answer, before = await http.answer_of(rid, sid)
         assert answer["result"] == {"stopReason": "end_turn"}
         assert len(before) == 2
@@ -205,9 +248,27 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cert, key = directory / "cert.pem", directory / "key.pem"
     try:
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-             "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-            check=True, capture_output=True, timeout=60,
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+                str(key),
+                "-out",
+                str(cert),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
     except (OSError, subprocess.CalledProcessError) as exc:
         pytest.skip(f"openssl cannot make a test certificate: {exc}")
@@ -218,7 +279,9 @@ async def test_http2_over_tls_via_alpn(make_server: Any, certificate: tuple[Path
     cert, key = certificate
     server = await make_server(certfile=str(cert), keyfile=str(key))
     assert server.url.startswith("https://")
-    async with HttpClient.connect(server.url, http2=True, verify=ssl.create_default_context(cafile=str(cert))) as http:
+    async with HttpClient.connect(
+        server.url, http2=True, verify=ssl.create_default_context(cafile=str(cert))
+    ) as http:
         response = await http.initialize()
         assert response.http_version == "HTTP/2"
         sid = await _session_after_init(http)

@@ -12,7 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_remote_scale_quick_passes_its_checks() -> None:
     run = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "remote_scale.py"), "--quick"],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
     out = run.stdout

@@ -32,7 +32,12 @@ async def _ws_status(url: str, **kwargs: Any) -> int:
 async def test_token_required_on_every_request(make_server: Any) -> None:
     server = await make_server(token="s3cret")
     async with HttpClient.connect(server.url) as http:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}, {"Authorization": "Bearer"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": "Basic s3cret"},
+            {"Authorization": "Bearer"},
+        ):
             response = await http.client.post(server.url, content=INIT, headers={**JSON, **headers})
             assert response.status_code == 401, headers
             assert response.headers["www-authenticate"].startswith("Bearer")
@@ -42,7 +47,9 @@ async def test_token_required_on_every_request(make_server: Any) -> None:
         assert response.status_code == 200
         # GET and DELETE too, even with a valid connection id.
         cid = response.headers["acp-connection-id"]
-        get = await http.client.get(server.url, headers={"Accept": "text/event-stream", "Acp-Connection-Id": cid})
+        get = await http.client.get(
+            server.url, headers={"Accept": "text/event-stream", "Acp-Connection-Id": cid}
+        )
         assert get.status_code == 401
         delete = await http.client.request("DELETE", server.url, headers={"Acp-Connection-Id": cid})
         assert delete.status_code == 401
@@ -57,7 +64,12 @@ async def test_cross_origin_requests_are_refused_unless_allowed(make_server: Any
     server = await make_server(allow_origins=["https://editor.example"])
     same = f"http://127.0.0.1:{server.port}"
     async with HttpClient.connect(server.url) as http:
-        for origin, status in (("https://evil.example", 403), ("null", 403), (same, 200), ("https://editor.example", 200)):
+        for origin, status in (
+            ("https://evil.example", 403),
+            ("null", 403),
+            (same, 200),
+            ("https://editor.example", 200),
+        ):
             response = await http.client.post(server.url, content=INIT, headers={**JSON, "Origin": origin})
             assert response.status_code == status, origin
     assert await _ws_status(server.url, origin="https://evil.example") == 403
@@ -159,8 +171,16 @@ def test_settings_refuse_what_cannot_work() -> None:
 
 async def test_cli_refuses_a_public_bind_without_a_token() -> None:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "acp_driver", "serve", "--host", "0.0.0.0", "--port", "0",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "serve",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 2

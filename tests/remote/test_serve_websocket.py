@@ -20,12 +20,17 @@ async def test_prompt_streams_updates_then_the_answer(make_server: Any) -> None:
     async with WsClient.connect(server.url) as client:
         headers = client.ws.response.headers
         assert headers["acp-connection-id"] in server.connections
-        assert headers["set-cookie"] == f"acp_affinity={server.settings.instance}; Path=/; HttpOnly; SameSite=Lax"
+        assert (
+            headers["set-cookie"]
+            == f"acp_affinity={server.settings.instance}; Path=/; HttpOnly; SameSite=Lax"
+        )
         sid = await client.open_session()
         rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 3 0")})
         answer, before = await client.answer_of(rid)
         assert answer["result"] == {"stopReason": "end_turn"}
-        chunks = [m["params"]["update"]["content"]["text"] for m in before if m.get("method") == "session/update"]
+        chunks = [
+            m["params"]["update"]["content"]["text"] for m in before if m.get("method") == "session/update"
+        ]
         assert chunks == ["chunk 1/3\n", "chunk 2/3\n", "chunk 3/3\n"]
 
 
@@ -33,7 +38,9 @@ async def test_session_cancel_ends_the_turn_cancelled(make_server: Any) -> None:
     server = await make_server()
     async with WsClient.connect(server.url) as client:
         sid = await client.open_session()
-        rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")})
+        rid = await client.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")}
+        )
         await client.until(lambda m: m.get("method") == "session/update")
         await client.notify("session/cancel", {"sessionId": sid})
         answer, _ = await client.answer_of(rid)
@@ -44,7 +51,9 @@ async def test_cancel_request_ends_the_prompt(make_server: Any) -> None:
     server = await make_server()
     async with WsClient.connect(server.url) as client:
         sid = await client.open_session()
-        rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")})
+        rid = await client.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 1000 20")}
+        )
         await client.until(lambda m: m.get("method") == "session/update")
         await client.notify("$/cancel_request", {"requestId": rid})
         answer, _ = await client.answer_of(rid)
@@ -62,7 +71,9 @@ async def test_text_that_is_not_a_message_gets_an_error_and_the_connection_lives
         assert error["error"]["code"] == -32600
         await client.ws.send(b"\x00binary is ignored")
         # A pretty-printed message (newlines between tokens) still reaches the NDJSON agent whole.
-        await client.ws.send('{"jsonrpc": "2.0",\n "id": 7,\n "method": "initialize",\n "params": {"protocolVersion": 1}}')
+        await client.ws.send(
+            '{"jsonrpc": "2.0",\n "id": 7,\n "method": "initialize",\n "params": {"protocolVersion": 1}}'
+        )
         answer = await client.next()
         assert answer["id"] == 7
         assert answer["result"]["protocolVersion"] == 1
@@ -75,7 +86,9 @@ async def _live_turn(server: Any, client: WsClient, prompt: str) -> tuple[Any, i
     if prompt.startswith("/stream"):
         await client.until(lambda m: m.get("method") == "session/update")
     else:
-        await eventually(lambda: next(iter(server.connections.values())).inflight.prompts(), "the prompt in flight")
+        await eventually(
+            lambda: next(iter(server.connections.values())).inflight.prompts(), "the prompt in flight"
+        )
     (conn,) = server.connections.values()
     return conn, conn.backend.pid
 
@@ -102,9 +115,7 @@ async def test_a_killed_client_socket_mid_turn_reaps_the_agent(make_server: Any)
     assert conn.inflight.prompts() == []
 
 
-@pytest.mark.parametrize(
-    ("behavior", "last_rung"), [("ignore-cancel", Rung.TERMINATE), ("hang", Rung.KILL)]
-)
+@pytest.mark.parametrize(("behavior", "last_rung"), [("ignore-cancel", Rung.TERMINATE), ("hang", Rung.KILL)])
 async def test_an_agent_that_ignores_the_cancel_is_killed_within_the_budget(
     make_server: Any, behavior: str, last_rung: Rung
 ) -> None:
@@ -154,7 +165,9 @@ class _Asker(Agent):
     async def prompt(self, turn: Turn) -> str:
         call = await turn.tool_call("edit a file", kind="edit")
         request = asyncio.ensure_future(turn.request_permission(call))
-        request.add_done_callback(lambda f: self.outcomes.append(f.result() if not f.cancelled() and f.exception() is None else f))
+        request.add_done_callback(
+            lambda f: self.outcomes.append(f.result() if not f.cancelled() and f.exception() is None else f)
+        )
         self.asked.set()
         await asyncio.shield(request)
         return "end_turn"
@@ -180,7 +193,9 @@ class _Reader(Agent):
         self.errors = errors
 
     async def prompt(self, turn: Turn) -> str:
-        request = asyncio.ensure_future(turn.request("fs/read_text_file", {"sessionId": turn.session.id, "path": "/x"}))
+        request = asyncio.ensure_future(
+            turn.request("fs/read_text_file", {"sessionId": turn.session.id, "path": "/x"})
+        )
         request.add_done_callback(lambda f: self.errors.append(None if f.cancelled() else f.exception()))
         await asyncio.shield(request)
         return "end_turn"

@@ -67,7 +67,9 @@ def build_serve_parser() -> argparse.ArgumentParser:
         help="this server's name in the acp_affinity cookie, for a reverse proxy's affinity "
         "(default: unique per process)",
     )
-    serve.add_argument("--certfile", metavar="PEM", default=None, help="TLS certificate (HTTPS, HTTP/2 via ALPN)")
+    serve.add_argument(
+        "--certfile", metavar="PEM", default=None, help="TLS certificate (HTTPS, HTTP/2 via ALPN)"
+    )
     serve.add_argument("--keyfile", metavar="PEM", default=None, help="TLS private key")
     serve.add_argument(
         "--max-message-bytes",
@@ -100,7 +102,9 @@ def build_serve_parser() -> argparse.ArgumentParser:
         f"$/cancel_request at half, SIGTERM at 3/4 (default: {DEFAULT_CANCEL_BUDGET:g})",
     )
     serve.add_argument(
-        "agent_command", nargs=argparse.REMAINDER, help="-- AGENT_CMD... (default: the bundled reference agent)"
+        "agent_command",
+        nargs=argparse.REMAINDER,
+        help="-- AGENT_CMD... (default: the bundled reference agent)",
     )
     _add_common(serve)
     return serve

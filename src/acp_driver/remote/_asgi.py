@@ -42,7 +42,10 @@ def header_text(scope: Scope, name: bytes) -> str | None:
 
 
 async def respond(
-    send: Send, status: int, body: bytes = b"", headers: Iterable[tuple[bytes, bytes]] = (),
+    send: Send,
+    status: int,
+    body: bytes = b"",
+    headers: Iterable[tuple[bytes, bytes]] = (),
     content_type: bytes | None = None,
 ) -> None:
     out: Headers = list(headers)

@@ -98,7 +98,9 @@ async def serve_http(server: RemoteServer, scope: Scope, receive: Receive, send:
     elif method == "DELETE":
         await _delete(server, scope, send)
     else:
-        await respond_error(send, 405, f"{method} is not served on this endpoint", [(b"allow", b"GET, POST, DELETE")])
+        await respond_error(
+            send, 405, f"{method} is not served on this endpoint", [(b"allow", b"GET, POST, DELETE")]
+        )
 
 
 def _media_type(value: str | None) -> str:
@@ -200,7 +202,9 @@ async def _get(server: RemoteServer, scope: Scope, receive: Receive, send: Send)
     await _stream(server, http, key, receive, send)
 
 
-async def _stream(server: RemoteServer, http: HttpConnection, key: str | None, receive: Receive, send: Send) -> None:
+async def _stream(
+    server: RemoteServer, http: HttpConnection, key: str | None, receive: Receive, send: Send
+) -> None:
     conn = http.conn
     outlet = http.outlet(key)
     http.attached.add(key)
@@ -227,7 +231,9 @@ async def _stream(server: RemoteServer, http: HttpConnection, key: str | None, r
         keepalive = server.settings.keepalive
         while not gone.done():
             ready = loop.create_task(outlet.wait())
-            done, _ = await asyncio.wait({ready, gone}, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(
+                {ready, gone}, timeout=keepalive, return_when=asyncio.FIRST_COMPLETED
+            )
             if ready not in done:
                 ready.cancel()
                 if not done:
@@ -235,7 +241,13 @@ async def _stream(server: RemoteServer, http: HttpConnection, key: str | None, r
                 continue
             items = outlet.take_all()
             if items:
-                await send({"type": "http.response.body", "body": b"".join(map(encode_sse, items)), "more_body": True})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"".join(map(encode_sse, items)),
+                        "more_body": True,
+                    }
+                )
             if outlet.closed:
                 break
         if not gone.done():

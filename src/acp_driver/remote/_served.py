@@ -93,7 +93,9 @@ class ServedConnection:
     def _from_agent(self, item: bytes | OversizedLine) -> None:
         self.last_activity = self.loop.time()
         if isinstance(item, OversizedLine):
-            logger.warning("%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit)
+            logger.warning(
+                "%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit
+            )
             return
         try:
             message = orjson.loads(item)
@@ -102,8 +104,12 @@ class ServedConnection:
             # the operator sees it in the log, and the relay goes on.
             self._malformed += 1
             if worth_logging(self._malformed):
-                logger.warning("%s: the agent wrote a line that is not JSON (%d so far; dropped): %.200r",
-                               self.id, self._malformed, item)
+                logger.warning(
+                    "%s: the agent wrote a line that is not JSON (%d so far; dropped): %.200r",
+                    self.id,
+                    self._malformed,
+                    item,
+                )
             return
         route = self.inflight.from_agent(message)
         if self.ending:
@@ -175,8 +181,11 @@ class ServedConnection:
                 exited = asyncio.ensure_future(backend.wait_exited())
                 changed = asyncio.ensure_future(self._changed.wait())
                 try:
-                    await asyncio.wait({exited, changed}, timeout=max(0.0, deadline - loop.time()),
-                                       return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait(
+                        {exited, changed},
+                        timeout=max(0.0, deadline - loop.time()),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
                 finally:
                     for fut in (exited, changed):
                         fut.cancel()
@@ -196,9 +205,13 @@ class ServedConnection:
                     callback()
                 except Exception:
                     logger.exception("%s: on_reaped callback failed", self.id)
-            logger.info("%s: agent reaped %.2f s after the end (%s; last rung: %s)", self.id,
-                        loop.time() - ladder.started_at, backend.describe(),
-                        ladder.resolved_by.value if ladder.resolved_by else "none")
+            logger.info(
+                "%s: agent reaped %.2f s after the end (%s; last rung: %s)",
+                self.id,
+                loop.time() - ladder.started_at,
+                backend.describe(),
+                ladder.resolved_by.value if ladder.resolved_by else "none",
+            )
 
     def _take(self, rung: Rung) -> None:
         backend = self.backend
@@ -206,7 +219,9 @@ class ServedConnection:
             self._answer_for_client()
             for sid in dict.fromkeys(r.session_id for r in self.inflight.prompts()):
                 if sid is not None:
-                    self._send_to_agent({"jsonrpc": "2.0", "method": p.SESSION_CANCEL, "params": {"sessionId": sid}})
+                    self._send_to_agent(
+                        {"jsonrpc": "2.0", "method": p.SESSION_CANCEL, "params": {"sessionId": sid}}
+                    )
         elif rung is Rung.CANCEL_REQUEST:
             for request in self.inflight.prompts():
                 self._send_to_agent(

@@ -267,7 +267,9 @@ class RemoteServer:
         """Why a request is refused (status, message, headers), or None: token, then Origin."""
         if self._token is not None and not bearer_ok(header(scope, b"authorization"), self._token):
             return 401, "missing or wrong bearer token", [(b"www-authenticate", b'Bearer realm="acp"')]
-        if not self.origins.admits(header(scope, b"origin"), header(scope, b"host"), scope.get("scheme", "http")):
+        if not self.origins.admits(
+            header(scope, b"origin"), header(scope, b"host"), scope.get("scheme", "http")
+        ):
             return 403, "cross-origin request refused (see --allow-origin)", []
         return None
 

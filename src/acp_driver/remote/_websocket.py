@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("acp_driver.remote.server")
 
 
-async def deny_upgrade(scope: Scope, send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]]) -> None:
+async def deny_upgrade(
+    scope: Scope, send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]]
+) -> None:
     """Refuse a WebSocket upgrade with an HTTP status (or close 1008 where the server cannot)."""
     if "websocket.http.response" in scope.get("extensions", {}):
         body = error_body(message)
@@ -36,8 +38,11 @@ async def deny_upgrade(scope: Scope, send: Send, status: int, message: str, head
             {
                 "type": "websocket.http.response.start",
                 "status": status,
-                "headers": [*headers, (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode())],
+                "headers": [
+                    *headers,
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
             }
         )
         await send({"type": "websocket.http.response.body", "body": body, "more_body": False})
@@ -64,7 +69,9 @@ async def serve_websocket(server: RemoteServer, scope: Scope, receive: Receive, 
 
     def on_message(text: bytes, route: str) -> None:
         if not outlet.put(text) and not outlet.closed:
-            conn.end(f"the client does not read (over {settings.max_buffered_bytes} bytes waiting)", WS_POLICY)
+            conn.end(
+                f"the client does not read (over {settings.max_buffered_bytes} bytes waiting)", WS_POLICY
+            )
 
     def on_end(reason: str, code: int) -> None:
         closing[0] = code
@@ -118,7 +125,9 @@ async def serve_websocket(server: RemoteServer, scope: Scope, receive: Receive, 
                 outlet.put(jsonrpc_error(-32700, f"Parse error: {exc}"))
                 continue
             if not isinstance(message, dict):
-                outlet.put(jsonrpc_error(-32600, "Invalid Request: one JSON-RPC object per frame (no batches)"))
+                outlet.put(
+                    jsonrpc_error(-32600, "Invalid Request: one JSON-RPC object per frame (no batches)")
+                )
                 continue
             conn.from_client(data, message)
     finally:
@@ -128,4 +137,3 @@ async def serve_websocket(server: RemoteServer, scope: Scope, receive: Receive, 
             await asyncio.wait_for(writer, timeout=5.0)
         except (TimeoutError, Exception):
             writer.cancel()
-
