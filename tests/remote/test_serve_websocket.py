@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import pytest
+import websockets
 
 from acp_driver.agent import Agent, Turn
 from acp_driver.core import Rung
@@ -226,3 +227,26 @@ async def test_in_process_agent_serves_a_turn(make_server: Any) -> None:
         assert answer["result"] == {"stopReason": "end_turn"}
         assert len([m for m in before if m.get("method") == "session/update"]) == 2
     assert sys.modules["acp_driver.remote._inprocess"]
+
+
+async def test_an_agent_that_cannot_start_refuses_the_connection_with_500(make_server: Any) -> None:
+    server = await make_server(["/nonexistent/agent"])
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        async with WsClient.connect(server.url):
+            pass
+    assert refused.value.response.status_code == 500
+    assert b"cannot start" in refused.value.response.body
+    assert server.connections == {}
+
+
+async def test_an_agent_that_exits_on_its_own_closes_the_websocket_1011(make_server: Any) -> None:
+    exits = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)"]
+    server = await make_server(exits)
+    async with WsClient.connect(server.url) as client:
+        (conn,) = server.connections.values()
+        await client.request("initialize", {"protocolVersion": 1})
+        with pytest.raises(websockets.ConnectionClosed):
+            await client.next()
+        assert client.ws.close_code == 1011
+        assert "exit status 3" in client.ws.close_reason
+    await asyncio.wait_for(conn.wait_ended(), 30)

@@ -40,6 +40,8 @@ OnEnd = Callable[[str, int], object]
 """A front-end's hook when the connection ends: (reason, WebSocket close code)."""
 
 _REAP_TIMEOUT = 5.0
+_EXIT_WAIT = 1.0
+"""Seconds to wait for the exit of an agent whose output ended, before ending its connection."""
 
 
 class ServedConnection:
@@ -137,7 +139,15 @@ class ServedConnection:
     def _agent_gone(self) -> None:
         self._changed.set()
         if not self.ending:
-            self.end(f"the agent ended ({self.backend.describe()})", 1011)
+            task = self.loop.create_task(self._end_for_agent())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _end_for_agent(self) -> None:
+        """The agent's output ended: wait (briefly) for its exit, so the reason can name it."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_EXIT_WAIT):
+                await self.backend.wait_exited()
+        self.end(f"the agent ended ({self.backend.describe()})", 1011)
 
     # ------------------------------------------------------------------ ending
 

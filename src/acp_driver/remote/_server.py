@@ -307,24 +307,33 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-def _settings(settings: ServerSettings | None, options: dict[str, Any]) -> ServerSettings:
+def _settings(
+    settings: ServerSettings | None, host: str, port: int, token: str | None, options: dict[str, Any]
+) -> ServerSettings:
     if settings is None:
-        settings = ServerSettings(**options)
-    elif options:
+        return ServerSettings(host=host, port=port, token=token, **options)
+    if options or (host, port, token) != ("127.0.0.1", DEFAULT_PORT, None):
         raise TypeError("give either settings or keyword options, not both")
     return settings
 
 
 async def serve_command(
-    argv: Sequence[str] | None = None, *, settings: ServerSettings | None = None, **options: Any
+    argv: Sequence[str] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    settings: ServerSettings | None = None,
+    **options: Any,
 ) -> RemoteServer:
     """Serve a stdio agent: one ``argv`` process per connection (default: the bundled reference
-    agent). Options are ``ServerSettings`` fields (``host``, ``port``, ``token``, ...).
-    Returns the started server."""
+    agent). ``options`` are the other ``ServerSettings`` fields (``allow_origins``,
+    ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``. Returns the started
+    server; ``ConfigError`` for settings that cannot work, ``OSError`` if it cannot listen."""
     import sys
 
     command = list(argv) if argv else [sys.executable, "-m", "acp_driver", "agent"]
-    resolved = _settings(settings, options)
+    resolved = _settings(settings, host, port, token, options)
     limit = resolved.max_message_bytes
 
     async def spawn(name: str) -> SubprocessBackend:
@@ -338,13 +347,17 @@ async def serve_command(
 async def serve_agent(
     factory: Callable[[], Agent],
     *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
     settings: ServerSettings | None = None,
     cancel_timeout: float = 2.0,
     **options: Any,
 ) -> RemoteServer:
     """Serve ``factory()`` in-process: a fresh ``Agent`` (on its own ``AgentRuntime``) per
-    connection. Options are ``ServerSettings`` fields. Returns the started server."""
-    resolved = _settings(settings, options)
+    connection; ``cancel_timeout`` is the runtime's (how long a cancelled turn may take to
+    unwind). Other arguments as for ``serve_command``. Returns the started server."""
+    resolved = _settings(settings, host, port, token, options)
     backend_factory = make_in_process(
         factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout
     )
