@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from acp_driver.agent import Agent, Session, Turn
 from acp_driver.core import Rung
 
 from ..waiting import eventually
@@ -286,3 +287,45 @@ async def test_http2_over_tls_via_alpn(make_server: Any, certificate: tuple[Path
         assert response.http_version == "HTTP/2"
         sid = await _session_after_init(http)
         assert sid
+
+
+class _Loader(Agent):
+    """Loads any session by replaying two messages of its 'history'."""
+
+    async def load_session(self, session: Session) -> dict[str, Any] | None:
+        for text in ("earlier question\n", "earlier answer\n"):
+            chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+            await session.update(chunk)
+        return None
+
+    async def prompt(self, turn: Turn) -> str:
+        await turn.message("after the load\n")
+        return "end_turn"
+
+
+async def test_session_load_replays_on_the_connection_stream_then_the_session_stream_opens(
+    make_server: Any,
+) -> None:
+    server = await make_server(agent=_Loader)
+    async with HttpClient.connect(server.url) as http:
+        await http.initialize()
+        await http.open_stream()
+        # An unknown session has no stream yet.
+        headers = {"Accept": "text/event-stream", "Acp-Connection-Id": http.connection_id or ""}
+        early = await http.client.get(http.url, headers={**headers, "Acp-Session-Id": "sess_old"})
+        assert early.status_code == 404
+        rid = await http.request("session/load", {"sessionId": "sess_old", "cwd": "/", "mcpServers": []})
+        answer, replay = await http.answer_of(rid)  # replay and answer in order, on the connection stream
+        assert "result" in answer
+        assert [m["params"]["update"]["content"]["text"] for m in replay] == [
+            "earlier question\n",
+            "earlier answer\n",
+        ]
+        await http.open_stream("sess_old")
+        assert http.stream_status["sess_old"] == 200
+        rid = await http.request(
+            "session/prompt", {"sessionId": "sess_old", "prompt": text_prompt("go")}, "sess_old"
+        )
+        answer, before = await http.answer_of(rid, "sess_old")
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert before[0]["params"]["update"]["content"]["text"] == "after the load\n"

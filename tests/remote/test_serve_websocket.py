@@ -250,3 +250,23 @@ async def test_an_agent_that_exits_on_its_own_closes_the_websocket_1011(make_ser
         assert client.ws.close_code == 1011
         assert "exit status 3" in client.ws.close_reason
     await asyncio.wait_for(conn.wait_ended(), 30)
+
+
+async def test_an_agent_that_does_not_read_its_input_is_bounded(make_server: Any) -> None:
+    deaf = [sys.executable, "-c", "import time; time.sleep(600)"]
+    server = await make_server(deaf, max_buffered_bytes=300_000, cancel_budget=1.0)
+    async with WsClient.connect(server.url) as client:
+        (conn,) = server.connections.values()
+        note = {"jsonrpc": "2.0", "method": "_x/note", "params": {"data": "x" * 50_000}}
+        with pytest.raises(websockets.ConnectionClosed):
+            await _flood(client, note, 1000)  # 50 MB if nothing stopped it
+        assert client.ws.close_code == 1008
+    await asyncio.wait_for(conn.wait_ended(), 30)
+    assert "does not read its input" in (conn.end_reason or "")
+    assert pid_gone(conn.backend.pid)
+
+
+async def _flood(client: WsClient, message: dict[str, Any], count: int) -> None:
+    for _ in range(count):
+        await client.send(message)
+    await client.next()

@@ -47,8 +47,12 @@ _EXIT_WAIT = 1.0
 class ServedConnection:
     """A client's connection and its agent (see the module docstring)."""
 
-    def __init__(self, connection_id: str, backend: Backend, policy: LadderPolicy, kind: str) -> None:
+    def __init__(
+        self, connection_id: str, backend: Backend, policy: LadderPolicy, kind: str, max_backlog: int
+    ) -> None:
         self.id = connection_id
+        self.max_backlog = max_backlog
+        """Bytes written to the agent and not yet read by it before the connection is ended."""
         self.kind = kind
         """``websocket`` or ``http``."""
         self.streams_open = 0
@@ -89,6 +93,8 @@ class ServedConnection:
             # re-encode compactly so that the NDJSON agent sees one line.
             text = orjson.dumps(message)
         self.backend.send(text)
+        if self.backend.send_backlog > self.max_backlog:
+            self.end(f"the agent does not read its input (over {self.max_backlog} bytes waiting)", 1008)
 
     # ------------------------------------------------------------------ agent -> client
 

@@ -77,7 +77,8 @@ class ServerSettings:
     keepalive: float = 15.0
     """Seconds of silence on an SSE stream before a keepalive comment."""
     max_buffered_bytes: int = 64 * 1024 * 1024
-    """Bytes of messages waiting for one stream (or WebSocket) before its connection is ended."""
+    """Bytes of messages waiting for one stream (or WebSocket), or for the agent to read its
+    input, before the connection is ended."""
     initialize_timeout: float = 30.0
 
     def check(self) -> None:
@@ -233,7 +234,7 @@ class RemoteServer:
             raise Refused(500, f"the agent cannot start: {exc}") from None
         finally:
             self._starting -= 1
-        conn = ServedConnection(connection_id, backend, self.policy, kind)
+        conn = ServedConnection(connection_id, backend, self.policy, kind, self.settings.max_buffered_bytes)
         self.connections[connection_id] = conn
         conn.on_end.append(lambda _reason, _code: self.http_connections.pop(connection_id, None))
         conn.on_reaped.append(lambda: self.connections.pop(connection_id, None))
