@@ -153,7 +153,9 @@ class ServedConnection:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_EXIT_WAIT):
                 await self.backend.wait_exited()
-        self.end(f"the agent ended ({self.backend.describe()})", 1011)
+        reason = f"the agent ended ({self.backend.describe()})"
+        logger.warning("%s: %s", self.id, reason)  # with its last stderr lines: for the operator
+        self.end(reason, 1011)
 
     # ------------------------------------------------------------------ ending
 
