@@ -18,9 +18,10 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 import websockets
 
-from acp_driver.remote import RemoteServer
+from acp_driver.remote import RemoteServer, serve_agent, serve_command
 from acp_driver.remote._protocol import SseDecoder
 
 TIMEOUT = 30.0
@@ -296,3 +297,26 @@ class ServeProcess:
     async def _drain(stream: asyncio.StreamReader, lines: list[str]) -> None:
         async for raw in stream:
             lines.append(raw.decode(errors="replace").rstrip("\n"))
+
+
+@pytest.fixture
+async def make_server() -> AsyncIterator[Callable[..., Any]]:
+    """Fixture (import it into a test module): ``await make_server(argv=None | [...], agent=None | factory, **settings)``: a started server."""
+    servers: list[RemoteServer] = []
+
+    async def make(
+        argv: list[str] | None = None, agent: Callable[[], Any] | None = None, **options: Any
+    ) -> RemoteServer:
+        options.setdefault("port", 0)
+        options.setdefault("cancel_budget", 2.0)
+        if agent is not None:
+            server = await serve_agent(agent, **options)
+        else:
+            server = await serve_command(argv or REFERENCE, **options)
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        await server.aclose()
+        assert server.connections == {}, "a connection outlived the server"

@@ -15,7 +15,10 @@ from acp_driver.agent import Agent, Session, Turn
 from acp_driver.core import Rung
 
 from ..waiting import eventually
+from . import serving
 from .serving import REFERENCE, HttpClient, pid_gone, text_prompt
+
+make_server = serving.make_server  # the fixture
 
 
 async def _session(http: HttpClient) -> str:

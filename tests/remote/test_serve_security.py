@@ -14,7 +14,10 @@ import websockets
 from acp_driver.remote import ConfigError, ServerSettings
 
 from ..waiting import eventually
+from . import serving
 from .serving import INIT_PARAMS, HttpClient, WsClient, pid_gone, ws_url
+
+make_server = serving.make_server  # the fixture
 
 INIT = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS})
 JSON = {"Content-Type": "application/json"}

@@ -13,7 +13,10 @@ from acp_driver.agent import Agent, Turn
 from acp_driver.core import Rung
 
 from ..waiting import eventually
+from . import serving
 from .serving import AGENTS, REFERENCE, WsClient, pid_gone, text_prompt
+
+make_server = serving.make_server  # the fixture
 
 
 async def test_prompt_streams_updates_then_the_answer(make_server: Any) -> None:
