@@ -5,10 +5,11 @@ date and to route it). The connection ends when the client goes (WebSocket close
 a dropped network, the idle timeout) or the server shuts down; then the server does what the
 client no longer can, through the cancel ladder (``core.LadderPolicy``, budget ``B``):
 
-    t = 0       the client's side is closed; every session with a ``session/prompt`` in flight
-                gets ``session/cancel``; the agent's pending ``session/request_permission``
-                requests are answered ``cancelled``, its other pending requests an error
-                (and so is every request it sends from now on)
+    t = 0       the client's side is closed; the agent's pending ``session/request_permission``
+                requests are answered ``cancelled``, its other pending requests an error (and
+                so is every request it sends from now on); then every session with a
+                ``session/prompt`` in flight gets ``session/cancel`` (answers first: the
+                agent's code sees the outcome instead of a cancelled wait)
     t = B/2     ``$/cancel_request`` for each prompt still unanswered
     t = 3B/4    the agent's input closed and SIGTERM to its process group
     t = B       SIGKILL to its process group
