@@ -14,6 +14,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._agent_cmd import agent_main
 
             return agent_main(args[1:])
+        if args and args[0] == "serve":
+            from ._serve import serve_cli  # its own parser: nothing of it loads for other commands
+
+            return serve_cli(args[1:])
         from ._main import cli_main
 
         return cli_main(args)

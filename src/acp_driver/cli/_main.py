@@ -180,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(chat)
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
+    sub.add_parser("serve", help="serve an agent over WebSocket and HTTP (see: acp-driver serve --help)")
 
     check = sub.add_parser(
         "check",

@@ -1,0 +1,203 @@
+"""``acp-driver serve``: expose a stdio agent over the network (WebSocket and Streamable HTTP).
+
+One agent process per connection; when a connection ends its turns are cancelled through the
+ladder and its agent is reaped. Ready: one line on stderr, ``acp-driver serve: listening on
+URL``. SIGINT/SIGTERM end every connection the same way, then the command exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+SERVE_EPILOG = """\
+examples:
+  acp-driver serve                               the reference agent on ws://127.0.0.1:8765/acp
+  acp-driver serve --port 9000 -- npx @zed-industries/claude-code-acp
+  acp-driver serve --host 0.0.0.0 --token "$TOKEN" --certfile cert.pem --keyfile key.pem -- my-agent
+
+Clients connect to ws://HOST:PORT/acp (WebSocket) or http://HOST:PORT/acp (Streamable HTTP; HTTP/1.1
+or HTTP/2, TLS with --certfile/--keyfile). With --token they send 'Authorization: Bearer TOKEN'.
+A listen address other than loopback needs --token. The agent's command is fixed here: no client
+can choose what runs.
+"""
+
+
+def build_serve_parser() -> argparse.ArgumentParser:
+    from ..remote import (
+        DEFAULT_CANCEL_BUDGET,
+        DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_MESSAGE_BYTES,
+        DEFAULT_PORT,
+    )
+    from ._main import _add_common, _seconds
+
+    serve = argparse.ArgumentParser(
+        prog="acp-driver serve",
+        description="Serve a stdio agent on one /acp endpoint over WebSocket and Streamable HTTP "
+        "(the ACP remote transport). Each connection gets its own agent process; when a connection "
+        "ends, its turns are cancelled through the ladder and the agent is reaped.",
+        epilog=SERVE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: any free port)"
+    )
+    serve.add_argument(
+        "--token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on every request (required off loopback)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        metavar="URL",
+        action="append",
+        default=[],
+        help="admit requests from this browser Origin (repeatable; by default only same-origin)",
+    )
+    serve.add_argument(
+        "--instance",
+        metavar="NAME",
+        default=None,
+        help="this server's name in the acp_affinity cookie, for a reverse proxy's affinity "
+        "(default: unique per process)",
+    )
+    serve.add_argument(
+        "--certfile", metavar="PEM", default=None, help="TLS certificate (HTTPS, HTTP/2 via ALPN)"
+    )
+    serve.add_argument("--keyfile", metavar="PEM", default=None, help="TLS private key")
+    serve.add_argument(
+        "--max-message-bytes",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_MESSAGE_BYTES,
+        help="largest message accepted (HTTP 413 / WebSocket close 1009)",
+    )
+    serve.add_argument(
+        "--max-connections",
+        metavar="N",
+        type=_positive_int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        help=f"connections (agents) at once; more get 503 (default: {DEFAULT_MAX_CONNECTIONS})",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        metavar="SEC",
+        type=_seconds,
+        default=DEFAULT_IDLE_TIMEOUT,
+        help="end a connection with no traffic (and no open stream) after SEC "
+        f"(default: {DEFAULT_IDLE_TIMEOUT:g})",
+    )
+    serve.add_argument(
+        "--cancel-budget",
+        metavar="SEC",
+        type=_seconds,
+        default=DEFAULT_CANCEL_BUDGET,
+        help="seconds from a connection's end to SIGKILL of its agent: session/cancel at once, "
+        f"$/cancel_request at half, SIGTERM at 3/4 (default: {DEFAULT_CANCEL_BUDGET:g})",
+    )
+    serve.add_argument(
+        "agent_command",
+        nargs=argparse.REMAINDER,
+        help="-- AGENT_CMD... (default: the bundled reference agent)",
+    )
+    _add_common(serve)
+    return serve
+
+
+def serve_cli(argv: list[str]) -> int:
+    """``acp-driver serve ...``."""
+    opts = build_serve_parser().parse_args(argv)
+    from ._main import _setup_logging
+
+    _setup_logging(opts.verbose, opts.quiet)
+    return serve_main(opts)
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port out of range (0-65535): {port}")
+    return port
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {number}")
+    return number
+
+
+def _refuse(message: str) -> int:
+    sys.stderr.write(f"acp-driver serve: error: {message}\n")
+    return 2
+
+
+def serve_main(opts: argparse.Namespace) -> int:
+    from ..remote import ConfigError, ServerSettings
+
+    command = list(opts.agent_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    options: dict[str, Any] = {
+        "host": opts.host,
+        "port": opts.port,
+        "token": opts.token,
+        "allow_origins": opts.allow_origin,
+        "certfile": opts.certfile,
+        "keyfile": opts.keyfile,
+        "max_message_bytes": opts.max_message_bytes,
+        "max_connections": opts.max_connections,
+        "idle_timeout": opts.idle_timeout,
+        "cancel_budget": opts.cancel_budget,
+    }
+    if opts.instance is not None:
+        options["instance"] = opts.instance
+    settings = ServerSettings(**options)
+    try:
+        settings.check()
+    except ConfigError as exc:
+        return _refuse(str(exc))
+    try:
+        return asyncio.run(_serve(command or None, settings))
+    except ConfigError as exc:
+        return _refuse(str(exc))
+    except OSError as exc:
+        sys.stderr.write(f"acp-driver serve: cannot listen on {settings.host}:{settings.port}: {exc}\n")
+        return 1
+
+
+async def _serve(command: list[str] | None, settings: Any) -> int:
+    from ..remote import serve_command
+
+    server = await serve_command(command, settings=settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    sys.stderr.write(f"acp-driver serve: listening on {server.url}\n")
+    sys.stderr.flush()
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await server.aclose()
+    return 0

@@ -1,0 +1,156 @@
+"""A stdio agent subprocess behind a served connection: its stdin/stdout relayed byte for byte.
+
+The process is owned the way ``launch`` owns it (``aio.ProcessGroup``: its own process group,
+under the supervisor on Linux, so a kill leaves no descendant), its stderr is drained into a
+bounded ``StderrTail`` (logged under ``acp_driver.stderr.<connection>`` at debug level, its last
+lines logged when the agent ends badly), and its stdout is split into lines by the core's
+``LineFramer`` (a line over the size limit is dropped and reported, never buffered without end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+
+from ..aio import ProcessGroup, StderrTail, drain_pipe, exit_description
+from ..core import LineFramer
+from ._backend import Backend, Deliver
+
+logger = logging.getLogger("acp_driver.remote.relay")
+
+_EXIT_DRAIN = 0.5
+"""Seconds after the agent's exit to still read what it wrote, if its stdout stays open."""
+
+
+class _StdoutProtocol(asyncio.Protocol):
+    def __init__(self, framer: LineFramer, deliver: Deliver, eof: Callable[[], None]) -> None:
+        self._framer = framer
+        self._deliver = deliver
+        self._eof = eof
+
+    def data_received(self, data: bytes) -> None:
+        for item in self._framer.feed(data):
+            self._deliver(item)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for item in self._framer.feed(b""):
+            self._deliver(item)
+        self._eof()
+
+
+class _StdinProtocol(asyncio.BaseProtocol):
+    def connection_lost(self, exc: Exception | None) -> None:
+        pass  # the agent closed its stdin or exited: what we write from now on is dropped
+
+
+class SubprocessBackend:
+    """One agent process for one connection (see the module docstring)."""
+
+    def __init__(self, process: ProcessGroup, name: str, max_message_bytes: int) -> None:
+        self.process = process
+        self.name = name
+        self.stderr = StderrTail(name)
+        self._framer = LineFramer(max_message_bytes)
+        self._stdin: asyncio.WriteTransport | None = None
+        self._stdout: asyncio.BaseTransport | None = None
+        self._stderr: asyncio.BaseTransport | None = None
+        self._gone_called = False
+        self._gone: Callable[[], None] | None = None
+        self._output_ended = False
+
+    @classmethod
+    async def spawn(cls, argv: Sequence[str], name: str, *, max_message_bytes: int) -> SubprocessBackend:
+        process = await ProcessGroup.aspawn(argv)
+        backend = cls(process, name, max_message_bytes)
+        popen = process.popen
+        assert popen.stdin is not None
+        assert popen.stderr is not None
+        loop = asyncio.get_running_loop()
+        try:
+            backend._stdin, _ = await loop.connect_write_pipe(_StdinProtocol, popen.stdin)
+            backend._stderr = await drain_pipe(popen.stderr, backend.stderr.feed, backend.stderr.mark_closed)
+        except BaseException:
+            process.kill()
+            await process.reap(term_timeout=0)
+            raise
+        return backend
+
+    # -- Backend
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    @property
+    def exited(self) -> bool:
+        return self.process.returncode is not None
+
+    def start(self, deliver: Deliver, gone: Callable[[], None]) -> None:
+        self._gone = gone
+        popen = self.process.popen
+        assert popen.stdout is not None
+        loop = asyncio.get_running_loop()
+
+        def output_ended() -> None:
+            self._output_ended = True
+            self._call_gone()
+
+        async def connect() -> None:
+            self._stdout, _ = await loop.connect_read_pipe(
+                lambda: _StdoutProtocol(self._framer, deliver, output_ended), popen.stdout
+            )
+
+        task = loop.create_task(connect())
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        # Gone when its output ends; a descendant holding stdout open must not keep it alive
+        # (supervised, descendants die with it, so this is a backstop).
+        self.process.on_exit(lambda _code: loop.call_later(_EXIT_DRAIN, self._call_gone))
+
+    def _call_gone(self) -> None:
+        if not self._gone_called and self._gone is not None:
+            self._gone_called = True
+            self._gone()
+
+    def send(self, text: bytes) -> None:
+        stdin = self._stdin
+        if stdin is None or stdin.is_closing():
+            return
+        stdin.write(text + b"\n")
+
+    @property
+    def send_backlog(self) -> int:
+        stdin = self._stdin
+        return 0 if stdin is None or stdin.is_closing() else stdin.get_write_buffer_size()
+
+    def close_input(self) -> None:
+        if self._stdin is not None and not self._stdin.is_closing():
+            self._stdin.close()
+
+    def terminate(self) -> None:
+        self.close_input()
+        self.process.terminate()
+
+    def kill(self) -> None:
+        self.process.kill()
+
+    async def wait_exited(self) -> None:
+        await self.process.wait()
+
+    async def release(self) -> None:
+        code = await self.process.reap(term_timeout=0)
+        for transport in (self._stdout, self._stderr):
+            if transport is not None:
+                with contextlib.suppress(Exception):
+                    transport.close()
+        self.close_input()
+        level = logging.DEBUG if code == 0 else logging.INFO
+        logger.log(level, "%s: agent pid %d ended (%s)", self.name, self.process.pid, self.describe())
+
+    def describe(self) -> str:
+        return f"{exit_description(self.process.returncode)}; {self.stderr.describe()}"
+
+
+def _check(backend: SubprocessBackend) -> Backend:
+    return backend  # mypy: SubprocessBackend implements Backend

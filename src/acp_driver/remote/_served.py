@@ -1,0 +1,254 @@
+"""One remote connection on the server: a client on one side, its own agent on the other.
+
+Messages are forwarded untouched (each parsed once, with orjson, to keep ``_inflight`` up to
+date and to route it). The connection ends when the client goes (WebSocket close, HTTP DELETE,
+a dropped network, the idle timeout) or the server shuts down; then the server does what the
+client no longer can, through the cancel ladder (``core.LadderPolicy``, budget ``B``):
+
+    t = 0       the client's side is closed; the agent's pending ``session/request_permission``
+                requests are answered ``cancelled``, its other pending requests an error (and
+                so is every request it sends from now on); then every session with a
+                ``session/prompt`` in flight gets ``session/cancel`` (answers first: the
+                agent's code sees the outcome instead of a cancelled wait)
+    t = B/2     ``$/cancel_request`` for each prompt still unanswered
+    t = 3B/4    the agent's input closed and SIGTERM to its process group
+    t = B       SIGKILL to its process group
+
+Once no prompt is in flight the agent's input is closed at once (a stdio agent exits on EOF);
+the later rungs still bound how long it may take. The agent is reaped before ``end`` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from .. import protocol as p
+from ..core import CancelLadder, LadderPolicy, OversizedLine, Resolution, Rung, worth_logging
+from ._backend import Backend
+from ._inflight import InFlight, answer_for_gone_client
+
+logger = logging.getLogger("acp_driver.remote.server")
+
+OnMessage = Callable[[bytes, str], None]
+"""A front-end's sink: (a message's JSON text, its route -- see ``_inflight``)."""
+OnEnd = Callable[[str, int], object]
+"""A front-end's hook when the connection ends: (reason, WebSocket close code)."""
+
+_REAP_TIMEOUT = 5.0
+_EXIT_WAIT = 1.0
+"""Seconds to wait for the exit of an agent whose output ended, before ending its connection."""
+
+
+class ServedConnection:
+    """A client's connection and its agent (see the module docstring)."""
+
+    def __init__(
+        self, connection_id: str, backend: Backend, policy: LadderPolicy, kind: str, max_backlog: int
+    ) -> None:
+        self.id = connection_id
+        self.max_backlog = max_backlog
+        """Bytes written to the agent and not yet read by it before the connection is ended."""
+        self.kind = kind
+        """``websocket`` or ``http``."""
+        self.streams_open = 0
+        """Streamable HTTP: SSE streams attached now (an idle connection has none)."""
+        self.backend = backend
+        self.policy = policy
+        self.inflight = InFlight()
+        self.loop = asyncio.get_running_loop()
+        self.last_activity = self.loop.time()
+        self.on_message: OnMessage | None = None
+        self.on_end: list[OnEnd] = []
+        self.on_reaped: list[Callable[[], object]] = []
+        """Called once the agent is reaped (the server forgets the connection then)."""
+        self.end_reason: str | None = None
+        self.ladder: CancelLadder | None = None
+        self._end_task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self._reaped = asyncio.Event()
+        self._malformed = 0
+
+    def start(self) -> None:
+        self.backend.start(self._from_agent, self._agent_gone)
+
+    @property
+    def ending(self) -> bool:
+        return self._end_task is not None
+
+    # ------------------------------------------------------------------ client -> agent
+
+    def from_client(self, text: bytes, message: Any) -> None:
+        """A message from the client: ``text`` is its JSON, ``message`` the parsed value."""
+        if self.ending:
+            return
+        self.last_activity = self.loop.time()
+        self.inflight.from_client(message)
+        if b"\n" in text or b"\r" in text:
+            # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
+            # re-encode compactly so that the NDJSON agent sees one line.
+            text = orjson.dumps(message)
+        self.backend.send(text)
+        if self.backend.send_backlog > self.max_backlog:
+            self.end(f"the agent does not read its input (over {self.max_backlog} bytes waiting)", 1008)
+
+    # ------------------------------------------------------------------ agent -> client
+
+    def _from_agent(self, item: bytes | OversizedLine) -> None:
+        self.last_activity = self.loop.time()
+        if isinstance(item, OversizedLine):
+            logger.warning(
+                "%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit
+            )
+            return
+        try:
+            message = orjson.loads(item)
+        except orjson.JSONDecodeError:
+            # Not a message: a remote client could not use it (one message per frame or event);
+            # the operator sees it in the log, and the relay goes on.
+            self._malformed += 1
+            if worth_logging(self._malformed):
+                logger.warning(
+                    "%s: the agent wrote a line that is not JSON (%d so far; dropped): %.200r",
+                    self.id,
+                    self._malformed,
+                    item,
+                )
+            return
+        route = self.inflight.from_agent(message)
+        if self.ending:
+            self._while_ending(message)
+            return
+        if self.on_message is not None:
+            self.on_message(item, route)
+
+    def _while_ending(self, message: Any) -> None:
+        """A message from the agent after the client went: nobody reads it; requests in it are
+        answered for the client, and answers wake the ladder."""
+        if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message:
+            self._answer_for_client()
+        self._changed.set()
+
+    def _answer_for_client(self) -> None:
+        reason = self.end_reason or "the client is gone"
+        for key, request in list(self.inflight.to_client.items()):
+            del self.inflight.to_client[key]
+            self._send_to_agent(answer_for_gone_client(request, reason))
+
+    def _send_to_agent(self, message: dict[str, Any]) -> None:
+        self.backend.send(orjson.dumps(message))
+
+    def _agent_gone(self) -> None:
+        self._changed.set()
+        if not self.ending:
+            task = self.loop.create_task(self._end_for_agent())
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def _end_for_agent(self) -> None:
+        """The agent's output ended: wait (briefly) for its exit, so the reason can name it."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_EXIT_WAIT):
+                await self.backend.wait_exited()
+        reason = f"the agent ended ({self.backend.describe()})"
+        logger.warning("%s: %s", self.id, reason)  # with its last stderr lines: for the operator
+        self.end(reason, 1011)
+
+    # ------------------------------------------------------------------ ending
+
+    def end(self, reason: str, close_code: int = 1000) -> asyncio.Task[None]:
+        """End the connection (idempotent): the front-end is told at once, then the ladder runs.
+        Returns the task that finishes when the agent is reaped."""
+        if self._end_task is None:
+            self.end_reason = reason
+            logger.info("%s: connection ends: %s", self.id, reason)
+            for hook in self.on_end:
+                try:
+                    hook(reason, close_code)
+                except Exception:
+                    logger.exception("%s: front-end end hook failed", self.id)
+            self.on_message = None
+            self._end_task = self.loop.create_task(self._run_ladder(), name=f"ladder-{self.id}")
+        return self._end_task
+
+    async def wait_ended(self) -> None:
+        """Wait until the connection ended and its agent was reaped."""
+        await self._reaped.wait()
+
+    async def _run_ladder(self) -> None:
+        backend = self.backend
+        loop = self.loop
+        ladder = self.ladder = CancelLadder(self.policy, loop.time())
+        input_closed = False
+        try:
+            while not backend.exited:
+                for rung in ladder.poll(loop.time()):
+                    self._take(rung)
+                    if rung in (Rung.TERMINATE, Rung.KILL):
+                        input_closed = True  # TERMINATE closed it
+                if not input_closed and not self.inflight.prompts():
+                    backend.close_input()
+                    input_closed = True
+                deadline = ladder.next_deadline()
+                if deadline is None:
+                    break
+                self._changed.clear()
+                exited = asyncio.ensure_future(backend.wait_exited())
+                changed = asyncio.ensure_future(self._changed.wait())
+                try:
+                    await asyncio.wait(
+                        {exited, changed},
+                        timeout=max(0.0, deadline - loop.time()),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                finally:
+                    for fut in (exited, changed):
+                        fut.cancel()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_REAP_TIMEOUT):
+                    await backend.wait_exited()
+            resolution = Resolution.KILLED if ladder.resolved_by is Rung.KILL else Resolution.CANCELLED
+            ladder.resolve(loop.time(), resolution)
+        finally:
+            try:
+                await backend.release()
+            except Exception:
+                logger.exception("%s: releasing the agent failed", self.id)
+            self._reaped.set()
+            for callback in self.on_reaped:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("%s: on_reaped callback failed", self.id)
+            logger.info(
+                "%s: agent reaped %.2f s after the end (%s; last rung: %s)",
+                self.id,
+                loop.time() - ladder.started_at,
+                backend.describe(),
+                ladder.resolved_by.value if ladder.resolved_by else "none",
+            )
+
+    def _take(self, rung: Rung) -> None:
+        backend = self.backend
+        if rung is Rung.SESSION_CANCEL:
+            self._answer_for_client()
+            for sid in dict.fromkeys(r.session_id for r in self.inflight.prompts()):
+                if sid is not None:
+                    self._send_to_agent(
+                        {"jsonrpc": "2.0", "method": p.SESSION_CANCEL, "params": {"sessionId": sid}}
+                    )
+        elif rung is Rung.CANCEL_REQUEST:
+            for request in self.inflight.prompts():
+                self._send_to_agent(
+                    {"jsonrpc": "2.0", "method": p.CANCEL_REQUEST, "params": {"requestId": request.id}}
+                )
+        elif rung is Rung.TERMINATE:
+            backend.close_input()
+            backend.terminate()
+        elif rung is Rung.KILL:
+            backend.kill()
+        logger.debug("%s: ladder step %s", self.id, rung.value)

@@ -1,0 +1,75 @@
+"""``acp-driver serve`` as a process: the ready line, a relay that survives garbage, and
+SIGTERM/SIGINT ending every connection through the ladder with every agent reaped."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+import pytest
+
+from ..waiting import eventually
+from .serving import (
+    AGENTS,
+    INIT_PARAMS,
+    HttpClient,
+    ServeProcess,
+    WsClient,
+    descendants,
+    pid_gone,
+    text_prompt,
+)
+
+
+async def test_ready_line_and_both_profiles_on_one_port() -> None:
+    async with ServeProcess.start() as serve:
+        assert serve.url.startswith("http://127.0.0.1:")
+        assert serve.url.endswith("/acp")
+        async with WsClient.connect(serve.url) as client:
+            sid = await client.open_session()
+            rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("hi")})
+            answer, _ = await client.answer_of(rid)
+            assert answer["result"] == {"stopReason": "end_turn"}
+        async with HttpClient.connect(serve.url) as http:
+            response = await http.initialize()
+            assert response.json()["result"]["agentInfo"]["name"] == "acp-driver-reference-agent"
+            assert (await http.delete()).status_code == 202
+        await eventually(lambda: descendants(serve.process.pid) == [], "every agent to be reaped")
+
+
+async def test_instance_name_in_the_affinity_cookie() -> None:
+    async with ServeProcess.start("--instance", "backend-7") as serve, WsClient.connect(serve.url) as client:
+        assert client.ws.response.headers["set-cookie"].startswith("acp_affinity=backend-7;")
+
+
+async def test_a_relay_survives_garbage_from_the_agent() -> None:
+    garbage = [sys.executable, str(AGENTS / "garbage_agent.py")]
+    async with ServeProcess.start("--", *garbage) as serve, WsClient.connect(serve.url) as client:
+        # Each answer follows a line that is not JSON: the line is dropped (and logged), the
+        # relay goes on, and nothing but messages reaches the client.
+        answers = []
+        for method in ("initialize", "session/new", "_x/anything"):
+            await client.request(method, INIT_PARAMS)
+            answers.append(await client.next())
+        assert [a["result"]["method"] for a in answers] == ["initialize", "session/new", "_x/anything"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_ends_every_connection_and_reaps_every_agent(signum: int) -> None:
+    async with ServeProcess.start(
+        "--cancel-budget", "1", "--", sys.executable, "-m", "acp_driver", "agent", "--behavior", "hang"
+    ) as serve:
+        async with WsClient.connect(serve.url) as a, HttpClient.connect(serve.url) as http:
+            sid = await a.open_session()
+            await a.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("hello")})
+            await http.initialize()
+            await eventually(
+                lambda: len(descendants(serve.process.pid)) >= 4, "two agents (and their supervisors)"
+            )
+            agents = descendants(serve.process.pid)
+            serve.process.send_signal(signum)
+            code = await asyncio.wait_for(serve.process.wait(), 60)
+        assert code == 0, serve.lines
+        # Reaped before the exit: nothing of them is left, not even for a moment after.
+        assert [pid for pid in agents if not pid_gone(pid)] == []
