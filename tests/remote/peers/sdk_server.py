@@ -33,8 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "interop" / "peers"))
 
-from acp.http.asgi import create_asgi_app  # noqa: E402
-from acp.schema import (  # noqa: E402
+from acp.http.asgi import create_asgi_app
+from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
     Implementation,
@@ -44,9 +44,9 @@ from acp.schema import (  # noqa: E402
     PromptResponse,
     UserMessageChunk,
 )
-from hypercorn.asyncio import serve  # noqa: E402
-from hypercorn.config import Config  # noqa: E402
-from sdk_agent import SDK_VERSION, InteropAgent, log  # noqa: E402
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from sdk_agent import SDK_VERSION, InteropAgent, log
 
 HISTORY: dict[str, list[tuple[str, str]]] = {}
 """session id -> [(role, text)]: outlives a connection, so a reconnect can load the session."""
