@@ -92,12 +92,14 @@ async def test_a_refused_post_fails_its_request_once(sdk_server: Any, tmp_path: 
         # A refused prompt fails the turn (an error, not a hang).
         result = await session.prompt("refused")
         assert result.resolution is Resolution.ERROR
-        assert result.error is not None and "HTTP 403" in result.error.message
+        assert result.error is not None
+        assert "HTTP 403" in result.error.message
         # A refused notification is reported, not raised.
         transport: Any = agent.transport  # type: ignore[attr-defined]
         agent.connection.notify_nowait("_sdk/note", {})
         await eventually(lambda: transport.failures, "the refused notification to be reported")
-        assert "POST _sdk/note" in transport.failures[0] and "HTTP 403" in transport.failures[0]
+        assert "POST _sdk/note" in transport.failures[0]
+        assert "HTTP 403" in transport.failures[0]
         # The connection goes on: with the cookie back, requests succeed again.
         for cookie in saved:
             jar.set_cookie(cookie)

@@ -149,7 +149,8 @@ async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
         clock.advance_to(T0 + BUDGET * 0.5)
         assert turn.ladder is not None
         assert [r for _, r in turn.ladder.taken] == [Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST]
-        assert not turn.done and agent.connection.is_open
+        assert not turn.done
+        assert agent.connection.is_open
         clock.advance_to(T0 + BUDGET * 0.75)  # the close rung: the connection is closed gracefully
         outcome = await canceller
         assert outcome.resolution is Resolution.DISCONNECTED
@@ -176,7 +177,8 @@ async def test_kill_aborts_the_connection(sdk_server: Any, profile: str, tmp_pat
         turn.kill()  # a second Ctrl-C: straight to the abort
         result = await turn
         assert result.resolution is Resolution.DISCONNECTED
-        assert result.cancel is not None and result.cancel.resolved_by == "kill"
+        assert result.cancel is not None
+        assert result.cancel.resolved_by == "kill"
         assert "aborted" in str(result.error)
         await agent.aclose()
 
