@@ -109,7 +109,7 @@ class HttpTransport(ClientTransport):
         if status not in (200, 202):
             if key is not None:
                 self._attaching.pop(key, None)
-            self._refused(decoded, f"HTTP {status} {response.reason_phrase}{_excerpt(response)}")
+            self._refused(decoded, f"{_status(response)}{_excerpt(response)}")
             if status == 404 and session is None:
                 self._ended(f"the server does not know the connection any more (HTTP 404 on POST {method})")
             return
@@ -120,7 +120,7 @@ class HttpTransport(ClientTransport):
         status = response.status_code
         connection_id = response.headers.get(CONNECTION_ID_HEADER)
         if status != 200:
-            self._refused(message, f"HTTP {status} {response.reason_phrase}{_excerpt(response)}")
+            self._refused(message, f"{_status(response)}{_excerpt(response)}")
             return
         if not connection_id:
             self._refused(message, f"the answer (HTTP 200) has no {CONNECTION_ID_HEADER} header")
@@ -183,7 +183,7 @@ class HttpTransport(ClientTransport):
             async with self.client.stream("GET", self.url, headers=headers, timeout=_STREAM_TIMEOUT) as answer:
                 if answer.status_code != 200:
                     await answer.aread()
-                    reason = f"the server refused {what}: HTTP {answer.status_code} {answer.reason_phrase}"
+                    reason = f"the server refused {what}: {_status(answer)}"
                     reason += _excerpt(answer)
                     return
                 decoder = SseDecoder(max_event_bytes=self.receiver.max_message_bytes)
@@ -240,6 +240,11 @@ class HttpTransport(ClientTransport):
 
 _STREAM_TIMEOUT = httpx.Timeout(30.0, read=None)
 """Event streams are long and may be quiet: no read timeout (the server sends keepalives)."""
+
+
+def _status(response: httpx.Response) -> str:
+    phrase = response.reason_phrase
+    return f"HTTP {response.status_code} {phrase}" if phrase else f"HTTP {response.status_code}"
 
 
 def _excerpt(response: httpx.Response) -> str:
