@@ -69,6 +69,13 @@ class Server:
 
 @pytest.fixture
 async def sdk_server(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
+    async with sdk_servers(tmp_path) as start:
+        yield start
+
+
+@contextlib.asynccontextmanager
+async def sdk_servers(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
+    """``start(token=..., cookie=...)`` starts a server; all are killed on the way out."""
     problem = _problem()
     if problem is not None:
         if os.environ.get("ACP_INTEROP_REQUIRED") == "1":
@@ -97,7 +104,13 @@ async def sdk_server(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
         started.append(server)
         return server
 
-    yield start
+    try:
+        yield start
+    finally:
+        _stop(started)
+
+
+def _stop(started: list[Server]) -> None:
     for server in started:
         server.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):

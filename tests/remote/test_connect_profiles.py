@@ -15,13 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
-from acp_driver.core import RequestCancelledError
 from acp_driver.driver import (
     AgentDisconnectedError,
     AgentMessageChunk,
-    ClientServices,
     LadderPolicy,
-    PermissionRequest,
     PromptTurn,
     RemoteAgent,
     Resolution,
@@ -54,84 +51,6 @@ async def first_update(turn: PromptTurn) -> None:
     async for _update in turn:
         return
     raise AssertionError(f"turn ended before any update: {turn.result}")
-
-
-async def test_prompt_streams_typed_updates(sdk_server: Any, profile: str, tmp_path: Path) -> None:
-    server = sdk_server()
-    async with asyncio.timeout(LIMIT), await connect(server.url(profile)) as agent:
-        assert agent.remote
-        assert agent.info["name"] == "sdk-remote-agent"
-        session = await agent.new_session(tmp_path)
-        turn = session.prompt("/stream 5 1")
-        updates = [u async for u in turn]
-        result = await turn
-        assert result.resolution is Resolution.COMPLETED
-        assert result.stop_reason == "end_turn"
-        assert all(isinstance(u, AgentMessageChunk) for u in updates)
-        assert [u.text for u in updates if isinstance(u, AgentMessageChunk)] == [f"chunk {i}" for i in range(5)]
-        # A second session on the same connection has its own stream (HTTP) and turns.
-        other = await agent.new_session(tmp_path)
-        assert other.id != session.id
-        echoed = [u async for u in other.prompt("hello there")]
-        assert [u.text for u in echoed if isinstance(u, AgentMessageChunk)] == ["hello there"]
-
-
-async def test_session_cancel_resolves_cancelled(sdk_server: Any, profile: str, tmp_path: Path) -> None:
-    server = sdk_server()
-    wire = Wire()
-    async with asyncio.timeout(LIMIT), await connect(server.url(profile), tracer=wire.trace) as agent:
-        session = await agent.new_session(tmp_path)
-        turn = session.prompt("/sleep 600000")
-        await first_update(turn)
-        outcome = await turn.cancel()
-        assert outcome.resolution is Resolution.CANCELLED
-        assert outcome.resolved_by == "session_cancel"
-        assert (await turn).stop_reason == "cancelled"
-        assert {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session.id}} in wire.out
-        assert agent.connection.is_open  # the connection outlives the cancelled turn
-
-
-async def test_cancel_request_scope_request(sdk_server: Any, profile: str, tmp_path: Path) -> None:
-    server = sdk_server()
-    async with asyncio.timeout(LIMIT), await connect(server.url(profile)) as agent:
-        sent: list[Any] = []
-        answer = agent.connection.request_nowait("_sdk/sleep", {"ms": 600000}, on_sent=sent.append)
-        await eventually(lambda: sent, "the request to be sent")
-        outcome = await agent.cancel("request", request_id=sent[0])
-        assert outcome.resolved_by == "cancel_request"
-        with pytest.raises(RequestCancelledError):
-            await answer  # the SDK cancelled the handler and answered -32800
-        assert await agent.request("_sdk/echo", {"still": "here"}) == {"still": "here"}
-
-
-async def test_permission_pending_when_the_turn_is_cancelled(
-    sdk_server: Any, profile: str, tmp_path: Path
-) -> None:
-    server = sdk_server()
-    asked = asyncio.Event()
-
-    async def never_answer(request: PermissionRequest) -> dict[str, Any]:
-        asked.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-    wire = Wire()
-    services = ClientServices(permission=never_answer)
-    async with (
-        asyncio.timeout(LIMIT),
-        await connect(server.url(profile), services=services, tracer=wire.trace) as agent,
-    ):
-        session = await agent.new_session(tmp_path)
-        turn = session.prompt("/permission")
-        await asked.wait()
-        outcome = await turn.cancel()
-        assert outcome.resolution is Resolution.CANCELLED
-        result = await turn
-        assert result.stop_reason == "cancelled"
-        answers = [m for m in wire.out if "result" in m and isinstance(m["result"], dict)]
-        assert {"outcome": {"outcome": "cancelled"}} in [a["result"] for a in answers]
-        texts = [u.text for u in turn.late_updates + list(turn._buffer) if isinstance(u, AgentMessageChunk)]
-        assert "permission outcome: cancelled" in texts
 
 
 async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
@@ -220,6 +139,9 @@ async def test_reconnect_and_load_the_session(sdk_server: Any, profile: str, tmp
 
         again = await connect(server.url(profile))
         loaded = await again.load_session(sid, tmp_path)
+        # SDK 1.0.0rc3 over WebSocket may send the replay's notifications after the load's
+        # answer (its writer does not keep them in order): wait for them.
+        await eventually(lambda: len(loaded.session_updates) >= 2, "the replayed history")
         replayed = list(loaded.session_updates)
         assert [type(u) for u in replayed] == [UserMessageChunk, AgentMessageChunk]
         assert [u.text for u in replayed] == ["remember apples", "noted: apples"]  # type: ignore[attr-defined]
@@ -227,3 +149,4 @@ async def test_reconnect_and_load_the_session(sdk_server: Any, profile: str, tmp
         echoed = [u async for u in loaded.prompt("after the reconnect")]
         assert [u.text for u in echoed if isinstance(u, AgentMessageChunk)] == ["after the reconnect"]
         await again.aclose()
+

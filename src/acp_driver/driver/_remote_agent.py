@@ -254,6 +254,7 @@ class RemoteAgent:
             raise AcpError("the agent does not advertise loadSession")
         cwd = os.path.abspath(cwd)
         session = self._add_session(session_id, cwd, {}, [])
+        session.loading = True
         try:
             response = await self.request(
                 p.SESSION_LOAD, {"sessionId": session_id, "cwd": cwd, "mcpServers": list(mcp_servers)}
@@ -261,6 +262,8 @@ class RemoteAgent:
         except BaseException:
             self.sessions.pop(session_id, None)
             raise
+        finally:
+            session.loading = False
         session.response = response if isinstance(response, dict) else {}
         return session
 
