@@ -117,3 +117,55 @@ async def test_check_a_remote_agent(sdk_server: Any) -> None:
     musts = [r for r in document["results"] if r["level"] == "MUST"]
     assert musts
     assert all(r["result"] == "pass" for r in musts)
+
+
+async def test_chat_with_a_url(sdk_server: Any) -> None:
+    server = sdk_server()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "chat",
+        "--agent",
+        server.http,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(LIMIT):
+        out, err = await process.communicate(b"first line\nsecond line\n")
+    assert process.returncode == 0, err.decode()
+    assert "first line" in out.decode()
+    assert "second line" in out.decode()
+    assert server.http in err.decode()  # "agent: SDK remote agent ... (URL)"
+
+
+async def test_a_server_gone_mid_turn_exits_7(sdk_server: Any) -> None:
+    server = sdk_server()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "run",
+        "--json",
+        "--agent",
+        server.ws,
+        "/sleep 600000",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    async with asyncio.timeout(LIMIT):
+        while True:
+            line = await process.stdout.readline()
+            assert line, "the CLI ended before the turn started"
+            if json.loads(line)["type"] == "update":
+                break
+        server.kill()
+        rest, err = await process.communicate()
+    assert process.returncode == 7, err.decode()
+    result = events(rest.decode())[-1]
+    assert result["resolution"] == "disconnected"
+    assert server.ws in result["error"]["message"]
+    assert "the connection was lost during the turn" in err.decode()
