@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,22 @@ class Server:
         return self.stderr_path.read_text(errors="replace")
 
 
+@pytest.fixture(scope="session")
+def shared_sdk_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One plain server for the whole session, for tests that neither kill it nor need its
+    options (each test opens its own connections: the server keeps one agent per connection)."""
+    problem = _problem()
+    if problem is not None:
+        if os.environ.get("ACP_INTEROP_REQUIRED") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    server = _start(tmp_path_factory.mktemp("shared-server"), "shared")
+    try:
+        yield server
+    finally:
+        _stop([server])
+
+
 @pytest.fixture
 async def sdk_server(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
     async with sdk_servers(tmp_path) as start:
@@ -84,23 +100,7 @@ async def sdk_servers(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
     started: list[Server] = []
 
     def start(*, token: str | None = None, cookie: bool = False) -> Server:
-        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(256)
-        port = listener.getsockname()[1]
-        argv = [sys.executable, str(SERVER_SCRIPT), "--fd", str(listener.fileno())]
-        if token is not None:
-            argv += ["--token", token]
-        if cookie:
-            argv.append("--cookie")
-        stderr_path = tmp_path / f"server-{len(started)}.stderr"
-        with stderr_path.open("wb") as err:
-            process = subprocess.Popen(
-                argv, pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stderr=err, start_new_session=True
-            )
-        listener.close()  # the server holds its copy; connections queue in its backlog
-        server = Server(port, process, stderr_path)
+        server = _start(tmp_path, str(len(started)), token=token, cookie=cookie)
         started.append(server)
         return server
 
@@ -108,6 +108,26 @@ async def sdk_servers(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
         yield start
     finally:
         _stop(started)
+
+
+def _start(where: Path, label: str, *, token: str | None = None, cookie: bool = False) -> Server:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(256)
+    port = listener.getsockname()[1]
+    argv = [sys.executable, str(SERVER_SCRIPT), "--fd", str(listener.fileno())]
+    if token is not None:
+        argv += ["--token", token]
+    if cookie:
+        argv.append("--cookie")
+    stderr_path = where / f"server-{label}.stderr"
+    with stderr_path.open("wb") as err:
+        process = subprocess.Popen(
+            argv, pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+    listener.close()  # the server holds its copy; connections queue in its backlog
+    return Server(port, process, stderr_path)
 
 
 def _stop(started: list[Server]) -> None:

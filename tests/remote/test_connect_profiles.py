@@ -54,9 +54,9 @@ async def first_update(turn: PromptTurn) -> None:
 
 
 async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
-    sdk_server: Any, profile: str, tmp_path: Path
+    shared_sdk_server: Any, profile: str, tmp_path: Path
 ) -> None:
-    server = sdk_server()
+    server = shared_sdk_server
     clock = FakeClock(T0)
     async with asyncio.timeout(LIMIT):
         agent = await connect(server.url(profile), ladder=LadderPolicy(budget=BUDGET), clock=clock)
@@ -85,8 +85,8 @@ async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
         await agent.aclose()
 
 
-async def test_kill_aborts_the_connection(sdk_server: Any, profile: str, tmp_path: Path) -> None:
-    server = sdk_server()
+async def test_kill_aborts_the_connection(shared_sdk_server: Any, profile: str, tmp_path: Path) -> None:
+    server = shared_sdk_server
     clock = FakeClock(T0)
     async with asyncio.timeout(LIMIT):
         agent = await connect(server.url(profile), ladder=LadderPolicy(budget=BUDGET), clock=clock)
@@ -127,8 +127,8 @@ async def test_server_killed_mid_turn_resolves_everything_at_once(
         await agent.aclose()
 
 
-async def test_reconnect_and_load_the_session(sdk_server: Any, profile: str, tmp_path: Path) -> None:
-    server = sdk_server()
+async def test_reconnect_and_load_the_session(shared_sdk_server: Any, profile: str, tmp_path: Path) -> None:
+    server = shared_sdk_server
     async with asyncio.timeout(LIMIT):
         agent: RemoteAgent = await connect(server.url(profile))
         assert agent.supports("load")
