@@ -116,3 +116,18 @@ async def test_nothing_listening_is_a_clear_start_error(sdk_server: Any) -> None
             await connect(url, init_timeout=30)
     with pytest.raises(AgentStartError, match="not an ACP URL"):
         await connect("ftp://127.0.0.1/acp")
+
+
+async def test_h2c_prior_knowledge(shared_sdk_server: Any, tmp_path: Path) -> None:
+    server = shared_sdk_server
+    before = len(await server.seen())
+    async with asyncio.timeout(LIMIT), await connect(server.http, http2_prior_knowledge=True) as agent:
+        session = await agent.new_session(tmp_path)
+        assert (await session.prompt("over h2c")).resolution is Resolution.COMPLETED
+    versions = {r["http_version"] for r in (await server.seen())[before:] if r["connection"]}
+    assert versions == {"2"}
+    # Without the option, cleartext is HTTP/1.1.
+    before = len(await server.seen())
+    async with asyncio.timeout(LIMIT), await connect(server.http) as agent:
+        await agent.new_session(tmp_path)
+    assert {r["http_version"] for r in (await server.seen())[before:] if r["connection"]} == {"1.1"}
