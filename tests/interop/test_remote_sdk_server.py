@@ -132,4 +132,8 @@ async def test_permission_pending_when_the_turn_is_cancelled(
         assert {"outcome": {"outcome": "cancelled"}} in [a["result"] for a in answers]
         texts = [u.text for u in turn.late_updates + list(turn._buffer) if isinstance(u, AgentMessageChunk)]
         assert "permission outcome: cancelled" in texts
+    if profile == "http":
+        # The RFD: a permission answer is a session-scoped POST (Acp-Session-Id).
+        posts = [r for r in await server.seen() if r["method"] == "POST" and '"outcome"' in r.get("body", "")]
+        assert [r["session"] for r in posts] == [session.id]
 

@@ -4,7 +4,8 @@
   ``Acp-Connection-Id`` every later request names. Then the connection-scoped event stream
   (a long GET) is opened; its end is the end of the connection (``feed_eof``).
 - Every later message is one POST, in order (a ``session/cancel`` never overtakes the prompt it
-  cancels), answered ``202``; ``Acp-Session-Id`` on the methods of ``SESSION_SCOPED_METHODS``.
+  cancels), answered ``202``; ``Acp-Session-Id`` on the methods of ``SESSION_SCOPED_METHODS`` and
+  on our answers to the agent's requests that came on a session's stream (permission answers).
 - A session's own event stream is opened when its id is learnt: a response whose result names a
   ``sessionId`` (``session/new``), or the successful answer to a ``session/load``/``resume``.
 - A POST refused (an HTTP status other than 200/202, or a network error) fails the request it
@@ -60,6 +61,9 @@ class HttpTransport(ClientTransport):
         self.connection_id: str | None = None
         self.failures: list[str] = []
         """POSTs of notifications and responses the server refused (requests fail instead)."""
+        self._asked_in: dict[str, str] = {}
+        """The agent's requests that came on a session's stream: id key -> that session (our
+        answer's POST names it: the RFD's "permission responses" are session-scoped)."""
         self._attaching: dict[str, str] = {}
         """``session/load``/``resume`` in flight: id key -> the session id they attach."""
         self._session_streams: dict[str, asyncio.Task[None]] = {}
@@ -88,8 +92,11 @@ class HttpTransport(ClientTransport):
         session = None
         if method in SESSION_SCOPED_METHODS:
             session = session_id_of(decoded)
-            if session is not None:
-                headers[SESSION_ID_HEADER] = session
+        elif method is None and self._asked_in:
+            answered = id_key(decoded.get("id"))
+            session = self._asked_in.pop(answered, None) if answered is not None else None
+        if session is not None:
+            headers[SESSION_ID_HEADER] = session
         key = id_key(decoded.get("id")) if method is not None else None
         if method in SESSION_ATTACH_METHODS and key is not None:
             attached = session_id_of(decoded)
@@ -142,18 +149,32 @@ class HttpTransport(ClientTransport):
 
     # ------------------------------------------------------------------ in
 
-    def _incoming(self, payloads: list[bytes | None]) -> None:
+    def _incoming(self, payloads: list[bytes | None], session: str | None = None) -> None:
         messages: list[Received] = []
         for payload in payloads:
             if payload is None:
                 limit = self.receiver.max_message_bytes
                 messages.append(OversizedLine(limit + 1, limit))
                 continue
-            if b'"sessionId"' in payload or (self._attaching and b'"result"' in payload):
+            if session is not None:
+                if b'"id"' in payload and b'"method"' in payload:
+                    self._note_request(payload, session)
+            elif b'"sessionId"' in payload or (self._attaching and b'"result"' in payload):
                 self._route(payload)
             messages.append(payload)
         if messages:
             self.receiver.feed_messages(messages)
+
+    def _note_request(self, payload: bytes, session: str) -> None:
+        """An agent request on ``session``'s stream: its answer will name the session."""
+        try:
+            message = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(message, dict) and isinstance(message.get("method"), str):
+            key = id_key(message.get("id"))
+            if key is not None:
+                self._asked_in[key] = session
 
     def _route(self, payload: bytes) -> None:
         """Open the event stream of a session learnt from a response."""
@@ -190,8 +211,8 @@ class HttpTransport(ClientTransport):
                 async for chunk in answer.aiter_bytes():
                     events = decoder.feed(chunk)
                     if events:
-                        self._incoming(events)
-                self._incoming(decoder.end())
+                        self._incoming(events, session)
+                self._incoming(decoder.end(), session)
         except asyncio.CancelledError:
             reason = "the host closed the connection"
             raise

@@ -13,8 +13,9 @@ queue in the backlog until hypercorn accepts them). The agent is the interop SDK
 - ``remember TEXT``: kept in the session's history (module-level: it outlives the connection),
   replayed as ``user_message_chunk``/``agent_message_chunk`` by ``session/load``.
 
-An ASGI wrapper around the SDK app records every request's ``Authorization`` and ``Cookie``
-headers (``GET /seen`` returns them as JSON: the tests read what reached the server), and with
+An ASGI wrapper around the SDK app records every request's ``Authorization``, ``Cookie``,
+``Acp-*`` headers and the start of its body (``GET /seen`` returns them as JSON: the tests read
+what reached the server), and with
 ``--token T`` refuses requests without ``Authorization: Bearer T`` (HTTP 401; WebSocket
 handshake closed before accept, 403). With ``--cookie`` it sets ``affinity=<random>`` on each
 request without an ``Acp-Connection-Id`` (``initialize``, the WebSocket handshake) and refuses
@@ -149,6 +150,7 @@ class Wrapper:
             "authorization": headers.get("authorization"),
             "cookie": headers.get("cookie"),
             "connection": headers.get("acp-connection-id"),
+            "session": headers.get("acp-session-id"),
             "http_version": scope.get("http_version"),
         }
         self.seen.append(record)
@@ -162,8 +164,19 @@ class Wrapper:
         if self.cookie and "acp-connection-id" in headers and wanted not in (headers.get("cookie") or ""):
             await _json(send, 403, {"error": "affinity cookie missing"})
             return
+        body = bytearray()
+
+        async def recording() -> Any:
+            message = await receive()
+            if message["type"] == "http.request":
+                body.extend(message.get("body", b"")[: 4096 - len(body)])
+            return message
+
         if not (self.cookie and "acp-connection-id" not in headers):
-            await self.app(scope, receive, send)
+            try:
+                await self.app(scope, recording, send)
+            finally:
+                record["body"] = body.decode("utf-8", "replace")
             return
         cookie_header = (b"set-cookie", f"{wanted}; Path=/; HttpOnly".encode())
 
