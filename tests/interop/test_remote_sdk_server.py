@@ -56,6 +56,7 @@ async def first_update(turn: PromptTurn) -> None:
         return
     raise AssertionError(f"turn ended before any update: {turn.result}")
 
+
 async def test_prompt_streams_typed_updates(sdk_server: Any, profile: str, tmp_path: Path) -> None:
     server = sdk_server()
     async with asyncio.timeout(LIMIT), await connect(server.url(profile)) as agent:
@@ -68,7 +69,9 @@ async def test_prompt_streams_typed_updates(sdk_server: Any, profile: str, tmp_p
         assert result.resolution is Resolution.COMPLETED
         assert result.stop_reason == "end_turn"
         assert all(isinstance(u, AgentMessageChunk) for u in updates)
-        assert [u.text for u in updates if isinstance(u, AgentMessageChunk)] == [f"chunk {i}" for i in range(5)]
+        assert [u.text for u in updates if isinstance(u, AgentMessageChunk)] == [
+            f"chunk {i}" for i in range(5)
+        ]
         # A second session on the same connection has its own stream (HTTP) and turns.
         other = await agent.new_session(tmp_path)
         assert other.id != session.id
@@ -136,4 +139,3 @@ async def test_permission_pending_when_the_turn_is_cancelled(
         # The RFD: a permission answer is a session-scoped POST (Acp-Session-Id).
         posts = [r for r in await server.seen() if r["method"] == "POST" and '"outcome"' in r.get("body", "")]
         assert [r["session"] for r in posts] == [session.id]
-

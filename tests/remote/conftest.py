@@ -31,7 +31,9 @@ def _problem() -> str | None:
         import acp.http.asgi  # noqa: F401
         import hypercorn  # noqa: F401
     except ImportError as exc:
-        return f"the official SDK's HTTP server (agent-client-protocol[http]) or hypercorn is missing: {exc!r}"
+        return (
+            f"the official SDK's HTTP server (agent-client-protocol[http]) or hypercorn is missing: {exc!r}"
+        )
     return None
 
 

@@ -41,7 +41,9 @@ def events(out: str) -> list[dict[str, Any]]:
 async def test_run_with_a_url_end_to_end(sdk_server: Any, profile: str) -> None:
     server = sdk_server(token="tok")
     url = server.url(profile)
-    code, out, err = await cli("run", "--json", "--agent", url, "--header", "Authorization: Bearer tok", "/stream 3 1")
+    code, out, err = await cli(
+        "run", "--json", "--agent", url, "--header", "Authorization: Bearer tok", "/stream 3 1"
+    )
     assert code == 0, err
     found = events(out)
     assert found[0]["type"] == "agent"

@@ -87,7 +87,9 @@ async def test_a_refused_post_fails_its_request_once(sdk_server: Any, tmp_path: 
         session = await agent.new_session(tmp_path)
         saved = list(jar)
         jar.clear()  # the server now refuses every POST of this connection (403)
-        with pytest.raises(RpcError, match=r"POST session/new to .* failed: HTTP 403.*affinity cookie missing"):
+        with pytest.raises(
+            RpcError, match=r"POST session/new to .* failed: HTTP 403.*affinity cookie missing"
+        ):
             await agent.new_session(tmp_path)
         # A refused prompt fails the turn (an error, not a hang).
         result = await session.prompt("refused")

@@ -12,7 +12,9 @@ HEAVY = ("websockets", "httpx", "hypercorn", "h2", "acp_driver.remote")
 
 def test_the_stdio_path_does_not_import_the_remote_extra() -> None:
     code = "import acp_driver.driver, acp_driver.cli._run, acp_driver.cli._main; import sys; print(sorted(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     loaded = set(eval(out.stdout))
     assert not {m for m in loaded if m.split(".")[0] in HEAVY[:4] or m.startswith(HEAVY[4])}
 
@@ -29,7 +31,9 @@ def test_connect_imports_it_when_called() -> None:
         "asyncio.run(main())\n"
         "print('websockets' in sys.modules, 'acp_driver.remote._connect' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     lines = out.stdout.splitlines()
     assert "not an ACP URL" in lines[0]
     assert lines[1] == "False True"  # the URL was refused before any transport was loaded

@@ -50,6 +50,11 @@ def test_an_answer_still_wins_over_the_network() -> None:
 
 
 def test_disconnected_ranks_among_the_least_graceful() -> None:
-    assert worst([Resolution.CANCELLED, Resolution.DISCONNECTED, Resolution.COMPLETED]) is Resolution.DISCONNECTED
+    assert (
+        worst([Resolution.CANCELLED, Resolution.DISCONNECTED, Resolution.COMPLETED])
+        is Resolution.DISCONNECTED
+    )
     assert worst([Resolution.DISCONNECTED, Resolution.KILLED]) is Resolution.KILLED
-    assert CancelOutcome("agent", Resolution.DISCONNECTED, "terminate", 1.0).resolution.value == "disconnected"
+    assert (
+        CancelOutcome("agent", Resolution.DISCONNECTED, "terminate", 1.0).resolution.value == "disconnected"
+    )

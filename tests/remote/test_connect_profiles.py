@@ -149,4 +149,3 @@ async def test_reconnect_and_load_the_session(shared_sdk_server: Any, profile: s
         echoed = [u async for u in loaded.prompt("after the reconnect")]
         assert [u.text for u in echoed if isinstance(u, AgentMessageChunk)] == ["after the reconnect"]
         await again.aclose()
-

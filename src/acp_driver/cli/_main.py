@@ -75,12 +75,16 @@ def agent_url(command: str | None) -> str | None:
     if command is None:
         return None
     text = command.strip()
-    if text.lower().startswith(("ws://", "wss://", "http://", "https://")) and not any(c.isspace() for c in text):
+    if text.lower().startswith(("ws://", "wss://", "http://", "https://")) and not any(
+        c.isspace() for c in text
+    ):
         return text
     return None
 
 
-def parse_headers(parser: argparse.ArgumentParser, values: list[str] | None, url: str | None) -> dict[str, str]:
+def parse_headers(
+    parser: argparse.ArgumentParser, values: list[str] | None, url: str | None
+) -> dict[str, str]:
     """``--header 'Name: value'`` (repeatable) as a dict; refused without a URL agent (exit 2)."""
     if not values:
         return {}

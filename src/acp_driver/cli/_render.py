@@ -319,10 +319,7 @@ class ConsoleOutput(Output):
             detail += "; the cancel was ignored: the agent ended the turn on its own"
         elif cancel is not None and cancel.resolved_by in LADDER_EFFECT:
             effect = (REMOTE_LADDER_EFFECT if self._remote else LADDER_EFFECT)[cancel.resolved_by]
-            detail += (
-                f"; cancelled by this host, {effect} took effect "
-                f"in {cancel.elapsed * 1000:.1f} ms"
-            )
+            detail += f"; cancelled by this host, {effect} took effect in {cancel.elapsed * 1000:.1f} ms"
         elif cancel is not None:
             detail += f"; cancel: {cancel.resolved_by}"
         colour = {"completed": "green", "cancelled": "yellow"}.get(res, "red")

@@ -680,6 +680,10 @@ async def _converse(
             output.error(str(exc))
             return codes.EXIT_DISCONNECTED if agent.remote else codes.EXIT_AGENT_EXITED
         if not agent.connection.is_open:
-            output.error("the connection is gone; ending the chat" if agent.remote else "the agent is gone; ending the chat")
+            output.error(
+                "the connection is gone; ending the chat"
+                if agent.remote
+                else "the agent is gone; ending the chat"
+            )
             return codes.EXIT_DISCONNECTED if agent.remote else codes.EXIT_AGENT_EXITED
     return codes.EXIT_OK if code in (codes.EXIT_OK, codes.EXIT_INTERRUPTED) else code

@@ -141,7 +141,11 @@ class HttpTransport(ClientTransport):
         label = method if isinstance(method, str) else "response" if "id" in message else "message"
         text = f"POST {label} to {self.url} failed: {what}"
         if isinstance(method, str) and "id" in message:
-            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": TRANSPORT_ERROR, "message": text}}
+            error = {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "error": {"code": TRANSPORT_ERROR, "message": text},
+            }
             self.receiver.feed_messages([orjson.dumps(error)])
             return
         logger.warning("%s", text)
@@ -198,10 +202,14 @@ class HttpTransport(ClientTransport):
         headers.update(self.headers)
         if session is not None:
             headers[SESSION_ID_HEADER] = session
-        what = "the connection's event stream" if session is None else f"the event stream of session {session}"
+        what = (
+            "the connection's event stream" if session is None else f"the event stream of session {session}"
+        )
         reason = f"the server ended {what}"
         try:
-            async with self.client.stream("GET", self.url, headers=headers, timeout=_STREAM_TIMEOUT) as answer:
+            async with self.client.stream(
+                "GET", self.url, headers=headers, timeout=_STREAM_TIMEOUT
+            ) as answer:
                 if answer.status_code != 200:
                     await answer.aread()
                     reason = f"the server refused {what}: {_status(answer)}"

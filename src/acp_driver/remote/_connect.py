@@ -170,9 +170,7 @@ async def open_transport(
     if lowered.startswith(("http://", "https://")):
         from ._client_http import open_http
 
-        return open_http(
-            url, connection, headers=sent, jar=jar, http2_prior_knowledge=http2_prior_knowledge
-        )
+        return open_http(url, connection, headers=sent, jar=jar, http2_prior_knowledge=http2_prior_knowledge)
     raise ValueError(f"not an ACP URL (ws://, wss://, http:// or https://): {url!r}")
 
 

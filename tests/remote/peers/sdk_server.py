@@ -78,7 +78,9 @@ class RemoteTestAgent(InteropAgent):
             chunk: Any = (
                 UserMessageChunk.model_validate({"sessionUpdate": "user_message_chunk", "content": content})
                 if role == "user"
-                else AgentMessageChunk.model_validate({"sessionUpdate": "agent_message_chunk", "content": content})
+                else AgentMessageChunk.model_validate(
+                    {"sessionUpdate": "agent_message_chunk", "content": content}
+                )
             )
             await self.conn.session_update(session_id=session_id, update=chunk)
         return LoadSessionResponse()
