@@ -42,22 +42,24 @@ class Server:
     port: int
     process: subprocess.Popen[bytes]
     stderr_path: Path
+    tls: bool = False
 
     @property
     def ws(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp"
+        return f"{'wss' if self.tls else 'ws'}://127.0.0.1:{self.port}/acp"
 
     @property
     def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}/acp"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}/acp"
 
     def url(self, profile: str) -> str:
         return self.ws if profile == "ws" else self.http
 
     async def seen(self) -> list[dict[str, Any]]:
         """Every request that reached the server: its type, method, Authorization, Cookie."""
-        async with httpx.AsyncClient() as client:
-            answer = await client.get(f"http://127.0.0.1:{self.port}/seen", timeout=30)
+        async with httpx.AsyncClient(verify=False) as client:
+            base = self.http.removesuffix("/acp")
+            answer = await client.get(f"{base}/seen", timeout=30)
         result: list[dict[str, Any]] = answer.json()
         return result
 
@@ -101,8 +103,10 @@ async def sdk_servers(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
         pytest.skip(problem)
     started: list[Server] = []
 
-    def start(*, token: str | None = None, cookie: bool = False) -> Server:
-        server = _start(tmp_path, str(len(started)), token=token, cookie=cookie)
+    def start(
+        *, token: str | None = None, cookie: bool = False, tls: tuple[Path, Path] | None = None
+    ) -> Server:
+        server = _start(tmp_path, str(len(started)), token=token, cookie=cookie, tls=tls)
         started.append(server)
         return server
 
@@ -112,7 +116,14 @@ async def sdk_servers(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
         _stop(started)
 
 
-def _start(where: Path, label: str, *, token: str | None = None, cookie: bool = False) -> Server:
+def _start(
+    where: Path,
+    label: str,
+    *,
+    token: str | None = None,
+    cookie: bool = False,
+    tls: tuple[Path, Path] | None = None,
+) -> Server:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
@@ -123,13 +134,15 @@ def _start(where: Path, label: str, *, token: str | None = None, cookie: bool = 
         argv += ["--token", token]
     if cookie:
         argv.append("--cookie")
+    if tls is not None:
+        argv += ["--certfile", str(tls[0]), "--keyfile", str(tls[1])]
     stderr_path = where / f"server-{label}.stderr"
     with stderr_path.open("wb") as err:
         process = subprocess.Popen(
             argv, pass_fds=(listener.fileno(),), stdin=subprocess.DEVNULL, stderr=err, start_new_session=True
         )
     listener.close()  # the server holds its copy; connections queue in its backlog
-    return Server(port, process, stderr_path)
+    return Server(port, process, stderr_path, tls=tls is not None)
 
 
 def _stop(started: list[Server]) -> None:

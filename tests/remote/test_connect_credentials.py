@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import http.cookiejar
+import shutil
+import ssl
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +136,36 @@ async def test_h2c_prior_knowledge(shared_sdk_server: Any, tmp_path: Path) -> No
     async with asyncio.timeout(LIMIT), await connect(server.http) as agent:
         await agent.new_session(tmp_path)
     assert {r["http_version"] for r in (await server.seen())[before:] if r["connection"]} == {"1.1"}
+
+
+def _self_signed(where: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 (openssl), its own authority."""
+    cert, key = where / "cert.pem", where / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+            "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
+async def test_tls_both_profiles_and_http2_by_alpn(sdk_server: Any, tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    server = sdk_server(tls=(cert, key))
+    trust = ssl.create_default_context(cafile=str(cert))
+    for url in (server.ws, server.http):
+        assert url.startswith(("wss://", "https://"))
+        with pytest.raises(AgentStartError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            await connect(url)  # not trusted by default
+        async with asyncio.timeout(LIMIT), await connect(url, ssl_context=trust) as agent:
+            session = await agent.new_session(tmp_path)
+            assert (await session.prompt("over TLS")).resolution is Resolution.COMPLETED
+    https = [r for r in await server.seen() if r["type"] == "http" and r["connection"]]
+    assert https
+    assert {r["http_version"] for r in https} == {"2"}  # negotiated by ALPN

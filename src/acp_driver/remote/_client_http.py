@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import http.cookiejar
 import logging
+import ssl
 from typing import Any
 
 import httpx
@@ -292,6 +293,7 @@ def open_http(
     jar: http.cookiejar.CookieJar,
     http2_prior_knowledge: bool = False,
     request_timeout: float = 30.0,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> HttpTransport:
     """Attach a Streamable HTTP transport to ``receiver`` (nothing is sent before ``initialize``)."""
     client = httpx.AsyncClient(
@@ -301,6 +303,7 @@ def open_http(
         timeout=httpx.Timeout(request_timeout),
         headers={"User-Agent": "acp-driver"},
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+        verify=ssl_context if ssl_context is not None else True,
     )
     transport = HttpTransport(url, receiver, client, headers)
     receiver.attach(transport)

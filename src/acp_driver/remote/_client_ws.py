@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import http.cookiejar
+import ssl
 from typing import Any
 
 import httpx
@@ -108,6 +109,7 @@ async def open_websocket(
     headers: dict[str, str],
     jar: http.cookiejar.CookieJar,
     open_timeout: float,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> WebSocketTransport:
     """Connect, attach the transport to ``receiver`` and start reading (raises ``OSError``)."""
     cookies = httpx.Cookies(jar)  # shares the jar: what the server sets is the caller's
@@ -118,6 +120,9 @@ async def open_websocket(
     if cookie and not any(k.lower() == "cookie" for k in sent):
         sent["Cookie"] = cookie
     limit = receiver.max_message_bytes
+    tls: dict[str, Any] = (
+        {"ssl": ssl_context} if ssl_context is not None and url.lower().startswith("wss://") else {}
+    )
     try:
         ws = await ws_connect(
             url,
@@ -126,6 +131,7 @@ async def open_websocket(
             open_timeout=open_timeout,
             compression=None,
             user_agent_header="acp-driver",
+            **tls,
         )
     except InvalidStatus as exc:
         status = exc.response.status_code

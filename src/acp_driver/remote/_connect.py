@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import http.cookiejar
 import logging
+import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -154,6 +155,7 @@ async def open_transport(
     cookies: Any = None,
     open_timeout: float = 30.0,
     http2_prior_knowledge: bool = False,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> ClientTransport:
     """Attach ``connection`` to the agent at ``url`` (WebSocket or Streamable HTTP by scheme).
 
@@ -166,11 +168,20 @@ async def open_transport(
     if lowered.startswith(("ws://", "wss://")):
         from ._client_ws import open_websocket
 
-        return await open_websocket(url, connection, headers=sent, jar=jar, open_timeout=open_timeout)
+        return await open_websocket(
+            url, connection, headers=sent, jar=jar, open_timeout=open_timeout, ssl_context=ssl_context
+        )
     if lowered.startswith(("http://", "https://")):
         from ._client_http import open_http
 
-        return open_http(url, connection, headers=sent, jar=jar, http2_prior_knowledge=http2_prior_knowledge)
+        return open_http(
+            url,
+            connection,
+            headers=sent,
+            jar=jar,
+            http2_prior_knowledge=http2_prior_knowledge,
+            ssl_context=ssl_context,
+        )
     raise ValueError(f"not an ACP URL (ws://, wss://, http:// or https://): {url!r}")
 
 
@@ -187,6 +198,7 @@ async def connect(
     clock: Clock | None = None,
     cookies: Any = None,
     http2_prior_knowledge: bool = False,
+    ssl_context: ssl.SSLContext | None = None,
     on_connect: Callable[[RemoteAgent], object] | None = None,
 ) -> RemoteAgent:
     """Connect to the ACP agent at ``url`` and complete ``initialize``.
@@ -196,8 +208,10 @@ async def connect(
     request and on the WebSocket handshake (e.g. ``{"Authorization": "Bearer ..."}``).
     ``cookies`` is a caller-owned ``http.cookiejar.CookieJar`` (or ``httpx.Cookies``) that keeps
     the server's cookies across reconnects; by default a fresh jar lives as long as the
-    connection. ``on_connect(agent)`` is called once the connection exists, before
-    ``initialize``. The other options are ``launch``'s.
+    connection. ``ssl_context`` verifies ``wss://``/``https://`` servers (default: the system's
+    trust store), e.g. ``ssl.create_default_context(cafile="internal-ca.pem")``.
+    ``on_connect(agent)`` is called once the connection exists, before ``initialize``. The other
+    options are ``launch``'s.
     """
     label = name or url
     connection = Connection(name=label, tracer=tracer)
@@ -209,6 +223,7 @@ async def connect(
             cookies=cookies,
             open_timeout=init_timeout,
             http2_prior_knowledge=http2_prior_knowledge,
+            ssl_context=ssl_context,
         )
     except ValueError as exc:
         raise AgentStartError(str(exc)) from exc

@@ -2,7 +2,7 @@
 Streamable HTTP on ``/acp``) under hypercorn, serving an SDK agent -- the far end our
 ``connect`` is tested against.
 
-Run as ``python sdk_server.py --fd N [--token T] [--cookie]``: it serves on the listening
+Run as ``python sdk_server.py --fd N [--token T] [--cookie] [--certfile C --keyfile K]``: it serves on the listening
 socket inherited as fd N (the test binds it on 127.0.0.1, port 0: no port race, and connections
 queue in the backlog until hypercorn accepts them). The agent is the interop SDK agent
 (``tests/interop/peers/sdk_agent.py``: ``/sleep MS``, ``/permission``, echo) with more prompts:
@@ -204,6 +204,8 @@ def main() -> None:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--token", default=None)
     parser.add_argument("--cookie", action="store_true")
+    parser.add_argument("--certfile", default=None)
+    parser.add_argument("--keyfile", default=None)
     opts = parser.parse_args()
     app = Wrapper(create_asgi_app(lambda conn: RemoteTestAgent()), opts.token, opts.cookie)
     config = Config()
@@ -211,6 +213,9 @@ def main() -> None:
     config.accesslog = None
     config.errorlog = "-"
     config.graceful_timeout = 1.0
+    if opts.certfile is not None:
+        config.certfile = opts.certfile  # TLS: HTTP/2 offered by ALPN
+        config.keyfile = opts.keyfile
     log(f"serving ACP (SDK {SDK_VERSION}) on fd {opts.fd}")
     asyncio.run(serve(app, config))  # type: ignore[arg-type]
 
