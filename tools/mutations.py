@@ -152,9 +152,9 @@ MUTATIONS = [
     Mutation(
         "ladder-kill",
         "a turn whose agent ignores every cancel is ended by SIGKILL of the agent's group",
-        "driver/_turn.py",
-        "            agent.signalled = True\n            agent.process.kill()\n",
-        "            agent.signalled = True\n",
+        "driver/_remote_agent.py",
+        "        self.signalled = True\n        self.process.kill()\n",
+        "        self.signalled = True\n",
         ("tests/driver/test_ladder_fake_time.py",),
     ),
     Mutation(
@@ -325,6 +325,38 @@ MUTATIONS = [
         '            self.end(f"the agent does not read its input (over {self.max_backlog} bytes waiting)", 1008)\n',
         "            pass\n",
         ("tests/remote/test_serve_websocket.py::test_an_agent_that_does_not_read_its_input_is_bounded",),
+    ),
+    Mutation(
+        "remote-cookie-returned",
+        "RFD (remote transports): the client returns the server's cookies, WebSocket handshake included",
+        "remote/_client_ws.py",
+        '        sent["Cookie"] = cookie\n',
+        "        pass\n",
+        ("tests/remote/test_connect_credentials.py::test_a_caller_jar_carries_cookies_across_reconnects",),
+    ),
+    Mutation(
+        "remote-post-refused-fails-request",
+        "a POST the server refuses fails the request it carried (exactly one outcome, never a hang)",
+        "remote/_client_http.py",
+        "            self.receiver.feed_messages([orjson.dumps(error)])\n",
+        "            pass\n",
+        ("tests/remote/test_connect_credentials.py::test_a_refused_post_fails_its_request_once",),
+    ),
+    Mutation(
+        "remote-ladder-close-rung",
+        "the ladder's TERMINATE rung closes a remote agent's connection",
+        "remote/_connect.py",
+        '        self.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
+        "        pass\n",
+        ("tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",),
+    ),
+    Mutation(
+        "remote-disconnected",
+        "a remote agent's lost connection resolves its turns disconnected",
+        "core/_turn.py",
+        "            if self.remote:\n                return Resolution.DISCONNECTED\n",
+        "",
+        ("tests/remote/test_connect_machine.py", "tests/remote/test_connect_profiles.py"),
     ),
 ]
 

@@ -242,7 +242,14 @@ def test_skip_to_kill_after_kill_or_resolution_is_a_no_op() -> None:
 
 def test_rung_and_resolution_wire_names() -> None:
     assert [r.value for r in ALL] == ["session_cancel", "cancel_request", "terminate", "kill"]
-    assert {r.value for r in Resolution} == {"completed", "cancelled", "killed", "agent_exited", "error"}
+    assert {r.value for r in Resolution} == {
+        "completed",
+        "cancelled",
+        "killed",
+        "agent_exited",
+        "error",
+        "disconnected",
+    }
 
 
 def test_repr_names_the_steps() -> None:

@@ -10,7 +10,11 @@ Each check gets a fresh agent process; every process group is reaped, whatever t
   ``available_commands_update``; ``--busy-after SEC`` cancels a silent agent after SEC;
 - a check whose turn ended before the cancel could be sent is skipped; a skipped MUST rule makes
   the whole audit inconclusive (its own exit code), never green;
-- an agent that cannot start or initialize is reported once, fast, not as failed rules.
+- an agent that cannot start or initialize is reported once, fast, not as failed rules;
+- a remote agent (``check -- ws://host:port/acp``; ``--header`` for credentials) gets a fresh
+  connection per check instead of a process; the rules about the agent's process (what it does
+  at the end of its stdin) are reported ``n/a``, "not applicable over a network" -- neither
+  passed nor failed.
 """
 
 from __future__ import annotations
@@ -35,7 +39,8 @@ from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, current_re
 from ..core import ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError
 from . import _main as codes
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+PASS, FAIL, SKIP, NA = "pass", "fail", "skip", "n/a"
+NOT_OVER_A_NETWORK = "not applicable over a network: the agent's process is the server's to run"
 MUST, SHOULD, MAY, INFO = "MUST", "SHOULD", "MAY", "INFO"
 
 TURN_ACTIVITY = frozenset(
@@ -85,6 +90,10 @@ class Probe:
     auth: str | None = None
     """``--auth``: the ``authenticate`` method id sent after ``initialize``."""
     mode: str | None = None
+    url: str | None = None
+    """A remote agent's URL (``argv`` is then ``[url]``): a connection per probe, no process here."""
+    headers: dict[str, str] = field(default_factory=dict)
+    transport: Any = None
     process: ProcessGroup | None = None
     child: AgentProcess | None = None
     conn: Connection | None = None
@@ -101,6 +110,13 @@ class Probe:
         conn = self.conn = Connection(name="audit", tracer=self._trace, close_timeout=0.3)
         conn.on_peer_gone = lambda how: self.peer_gone.set()
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self._permission)
+        if self.url is not None:
+            from ..remote._connect import open_transport
+
+            self.transport = await open_transport(
+                self.url, conn, headers=self.headers, open_timeout=self.timeout
+            )
+            return
         self.child = await AgentProcess.spawn(self.argv, conn, cwd=self.cwd, stderr=self.stderr)
         self.process = self.child.process
         _SPAWNED.append(self.process)
@@ -123,6 +139,8 @@ class Probe:
         return {"outcome": {"outcome": "cancelled"}}
 
     def gone_reason(self) -> str:
+        if self.transport is not None:
+            return f"the connection to {self.url} ended: {self.transport.end_reason or 'closed'}"
         status = "running"
         if self.process is not None and self.process.returncode is not None:
             status = exit_description(self.process.returncode)
@@ -170,7 +188,9 @@ class Probe:
         """Start the agent, initialize, authenticate (``--auth``), open a session, set its mode."""
         try:
             await self.start()
-        except OSError as exc:
+        except (OSError, TimeoutError) as exc:
+            if self.url is not None:
+                raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
             raise SetupError(f"cannot start {self.argv[0]!r}: {exc.strerror or exc}") from exc
         result = await self._step(
             "initialize",
@@ -247,6 +267,10 @@ class Probe:
                 task.cancel()
             with contextlib.suppress(BaseException):
                 await task
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                await self.transport.aclose(0.5)
+            return "connection closed"
         if self.child is None:
             return "not started"
         code = await self.child.reap(term_timeout=0.5)
@@ -641,7 +665,8 @@ async def check_malformed(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     try:
         await probe.request(p.SESSION_NEW, {"cwd": probe.session_cwd, "mcpServers": []})
     except (RpcError, TimeoutError, AgentGone) as exc:
-        assert probe.process is not None
+        if probe.process is None:  # a remote agent
+            return [CheckResult(MALFORMED_RULE, SHOULD, FAIL, f"after the malformed message: {exc}")]
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(0.5):
                 await probe.process.wait()
@@ -661,6 +686,8 @@ async def check_malformed(opts: argparse.Namespace, probe: Probe) -> list[CheckR
 
 
 async def check_eof(opts: argparse.Namespace, probe: Probe) -> list[CheckResult]:
+    if probe.url is not None:
+        return [CheckResult(EOF_RULE, SHOULD, NA, NOT_OVER_A_NETWORK)]
     await probe.ready()
     assert probe.process is not None
     assert probe.conn is not None
@@ -713,7 +740,16 @@ async def _audit(
     results: list[CheckResult] = []
     info: dict[str, Any] = {}
     for index, check in enumerate(CHECKS):
-        probe = Probe(argv, cwd, session_cwd, opts.timeout, auth=opts.auth, mode=opts.mode)
+        probe = Probe(
+            argv,
+            cwd,
+            session_cwd,
+            opts.timeout,
+            auth=opts.auth,
+            mode=opts.mode,
+            url=getattr(opts, "agent_url", None),
+            headers=getattr(opts, "headers", None) or {},
+        )
         started = time.monotonic()
         try:
             async with asyncio.timeout(opts.timeout * 8 + 5):
@@ -752,7 +788,7 @@ def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any]) -
     table = Table(title=f"cancellation audit of {name}", show_lines=False)
     for column in ("rule", "level", "result", "evidence"):
         table.add_column(column, overflow="fold")
-    colours = {PASS: "green", FAIL: "red", SKIP: "yellow"}
+    colours = {PASS: "green", FAIL: "red", SKIP: "yellow", NA: "dim"}
     for r in results:
         table.add_row(r.rule, r.level, f"[{colours[r.result]}]{r.result.upper()}[/]", r.evidence)
     console.print(table)
@@ -786,7 +822,9 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
         # The audit provokes peer violations on purpose; they are reported in the table.
         logging.getLogger("acp_driver.connection").setLevel(logging.ERROR)
         logging.getLogger("acp_driver.process").setLevel(logging.ERROR)
-    argv = _absolute_paths(argv)  # the agent starts in another directory
+        logging.getLogger("acp_driver.remote").setLevel(logging.ERROR)
+    if getattr(opts, "agent_url", None) is None:
+        argv = _absolute_paths(argv)  # the agent starts in another directory
     try:
         with tempfile.TemporaryDirectory(prefix="acp-driver-check-") as scratch:
             # The agent process starts where its sessions are: some agents run their tools in

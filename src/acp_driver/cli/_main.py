@@ -27,6 +27,8 @@ EXIT_CHECK_FAILED = 5
 """``check``: at least one MUST rule failed (with ``--strict``: MUST, SHOULD or MAY)."""
 EXIT_CHECK_INCONCLUSIVE = 6
 """``check``: nothing failed, but a MUST rule was skipped (untested): no verdict."""
+EXIT_DISCONNECTED = 7
+"""A remote agent's connection was lost while a turn was running (server or network gone)."""
 EXIT_TIMEOUT = 124
 """``--turn-timeout`` cancelled the turn."""
 EXIT_INTERRUPTED = 130
@@ -46,7 +48,11 @@ exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ct
   128+N signal N (SIGTERM 143, SIGHUP 129) ended the command, like Ctrl-C;
   1 the agent failed to start or a protocol error; 2 usage; 3 the agent exited mid-turn;
   4 the agent answered with an error; 5 check: a MUST rule failed;
-  6 check: inconclusive (a MUST rule was skipped, nothing failed).
+  6 check: inconclusive (a MUST rule was skipped, nothing failed);
+  7 a remote agent's connection was lost mid-turn.
+
+remote agents: --agent ws://HOST:PORT/acp (WebSocket) or http(s)://HOST:PORT/acp (Streamable HTTP);
+  --header 'Authorization: Bearer TOKEN' (repeatable) is sent on every request.
 """
 
 
@@ -62,6 +68,38 @@ def _agent_argv(command: str | None, parser: argparse.ArgumentParser | None = No
     if not argv:
         _usage(parser, "--agent is empty (leave it out to run the bundled reference agent)")
     return argv
+
+
+def agent_url(command: str | None) -> str | None:
+    """The URL given as ``--agent`` (``ws://``, ``wss://``, ``http://``, ``https://``), else None."""
+    if command is None:
+        return None
+    text = command.strip()
+    if text.lower().startswith(("ws://", "wss://", "http://", "https://")) and not any(
+        c.isspace() for c in text
+    ):
+        return text
+    return None
+
+
+def parse_headers(
+    parser: argparse.ArgumentParser, values: list[str] | None, url: str | None
+) -> dict[str, str]:
+    """``--header 'Name: value'`` (repeatable) as a dict; refused without a URL agent (exit 2)."""
+    if not values:
+        return {}
+    if url is None:
+        parser.error("--header needs a remote agent (--agent ws://... or http(s)://...)")
+    headers: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = as_text(value).partition(":")
+        name = name.strip()
+        if not sep or not name or any(c.isspace() or ord(c) < 33 or c in '()<>@,;:\\"/[]?={}' for c in name):
+            parser.error(f"--header {value!r}: expected 'Name: value'")
+        if any(c in rest for c in "\r\n\0"):
+            parser.error(f"--header {value!r}: a value cannot hold a line break")
+        headers[name] = rest.strip()
+    return headers
 
 
 def _usage(parser: argparse.ArgumentParser | None, message: str) -> NoReturn:
@@ -110,8 +148,10 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--agent",
         metavar="CMD",
-        help="the agent's command line, split like a shell would (default: the bundled reference agent)",
+        help="the agent's command line, split like a shell would, or the URL of a remote agent "
+        "(ws://, wss://, http://, https://) (default: the bundled reference agent)",
     )
+    _add_header(parser)
     parser.add_argument(
         "--cwd", metavar="DIR", default=None, help="the session's working directory (default: .)"
     )
@@ -132,6 +172,17 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     _add_auth(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
+
+
+def _add_header(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--header",
+        metavar="'NAME: VALUE'",
+        action="append",
+        default=None,
+        help="an HTTP header for a remote agent, sent on every request and on the WebSocket handshake "
+        "(e.g. 'Authorization: Bearer TOKEN'); repeatable",
+    )
 
 
 def _add_auth(parser: argparse.ArgumentParser) -> None:
@@ -235,11 +286,14 @@ def build_parser() -> argparse.ArgumentParser:
         "agent runs do not touch the current one)",
     )
     _add_auth(check)
+    _add_header(check)
     check.add_argument(
         "--mode", metavar="MODE_ID", default=None, help="session/set_mode to this mode before each probe"
     )
     check.add_argument(
-        "agent_command", nargs=argparse.REMAINDER, help="-- AGENT_CMD... (default: reference agent)"
+        "agent_command",
+        nargs=argparse.REMAINDER,
+        help="-- AGENT_CMD... or -- URL of a remote agent (default: reference agent)",
     )
     _add_common(check)
     return parser
@@ -276,7 +330,9 @@ def cli_main(argv: Sequence[str]) -> int:
         cwd = _utf8_path(parser, "", os.path.abspath(opts.cwd or os.getcwd()))
         if not os.path.isdir(cwd):
             parser.error(f"--cwd {opts.cwd!r} is not a directory")
-        agent_argv = _agent_argv(opts.agent, parser)
+        opts.agent_url = agent_url(opts.agent)
+        opts.headers = parse_headers(parser, opts.header, opts.agent_url)
+        agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
         if opts.auth is not None:
             opts.auth = as_text(opts.auth)
         from ._run import chat_command, run_command
@@ -305,6 +361,9 @@ def cli_main(argv: Sequence[str]) -> int:
         for name in ("busy_prompt", "quick_prompt", "permission_prompt", "auth", "mode"):
             if getattr(opts, name) is not None:
                 setattr(opts, name, as_text(getattr(opts, name)))
+        url = agent_url(command[0]) if len(command) == 1 else None
+        opts.agent_url = url
+        opts.headers = parse_headers(parser, opts.header, url)
         return _check_obeying_signals(opts, command or _agent_argv(None), session_cwd)
     parser.print_help()
     return EXIT_USAGE

@@ -33,6 +33,18 @@ LADDER_EFFECT = {
 }
 """Which ladder step took effect, for ``CancelOutcome.resolved_by``."""
 
+REMOTE_LADDER_TEXT = {
+    **LADDER_TEXT,
+    Rung.TERMINATE: "still no answer: closing the connection (the server ends the agent's work)",
+    Rung.KILL: "aborting the connection",
+}
+REMOTE_LADDER_EFFECT = {
+    **LADDER_EFFECT,
+    Rung.TERMINATE.value: "closing the connection",
+    Rung.KILL.value: "aborting the connection",
+}
+"""For a remote agent (``connect``): TERMINATE and KILL end the connection, not a process."""
+
 STATUS_MARK = {"pending": "·", "in_progress": "…", "completed": "✓", "failed": "✗"}
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
@@ -72,7 +84,8 @@ class JsonOutput(Output):
                 "protocolVersion": agent.protocol_version,
                 "capabilities": agent.capabilities,
                 "authMethods": agent.auth_methods,
-                "pid": agent.process.pid,
+                "pid": None if agent.remote else agent.process.pid,
+                "url": getattr(agent, "url", None),
             }
         )
 
@@ -141,6 +154,7 @@ class ConsoleOutput(Output):
         self.out = Console(file=sys.stdout, highlight=False, soft_wrap=True, **style)
         self.err = Console(file=sys.stderr, highlight=False, soft_wrap=True, **style)
         self.quiet = quiet
+        self._remote = False
         self._stream: str | None = None  # "message" or "thought": the open line
         self._line_open = False
         self._status: Any = None
@@ -200,10 +214,11 @@ class ConsoleOutput(Output):
     # ------------------------------------------------------------------ events
 
     def agent_started(self, agent: Any) -> None:
+        self._remote = bool(agent.remote)
         info = agent.info or {}
         name = info.get("title") or info.get("name") or agent.name
         self._info(
-            f"[dim]agent: {_esc(str(name))} {_esc(str(info.get('version', '')))} (pid {agent.process.pid})[/dim]"
+            f"[dim]agent: {_esc(str(name))} {_esc(str(info.get('version', '')))} ({_esc(agent.where)})[/dim]"
         )
 
     def update(self, update: Update) -> None:
@@ -287,7 +302,8 @@ class ConsoleOutput(Output):
 
     def ladder_step(self, rung: Rung, elapsed: float) -> None:
         colour = "yellow" if rung in (Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST) else "red"
-        self._info(f"[{colour}]  → {LADDER_TEXT[rung]}[/{colour}] [dim](+{elapsed * 1000:.0f} ms)[/dim]")
+        text = (REMOTE_LADDER_TEXT if self._remote else LADDER_TEXT)[rung]
+        self._info(f"[{colour}]  → {text}[/{colour}] [dim](+{elapsed * 1000:.0f} ms)[/dim]")
 
     def result(self, result: TurnResult) -> None:
         self._hide_spinner()
@@ -302,10 +318,8 @@ class ConsoleOutput(Output):
         if cancel is not None and cancel.resolved_by == "ignored":
             detail += "; the cancel was ignored: the agent ended the turn on its own"
         elif cancel is not None and cancel.resolved_by in LADDER_EFFECT:
-            detail += (
-                f"; cancelled by this host, {LADDER_EFFECT[cancel.resolved_by]} took effect "
-                f"in {cancel.elapsed * 1000:.1f} ms"
-            )
+            effect = (REMOTE_LADDER_EFFECT if self._remote else LADDER_EFFECT)[cancel.resolved_by]
+            detail += f"; cancelled by this host, {effect} took effect in {cancel.elapsed * 1000:.1f} ms"
         elif cancel is not None:
             detail += f"; cancel: {cancel.resolved_by}"
         colour = {"completed": "green", "cancelled": "yellow"}.get(res, "red")

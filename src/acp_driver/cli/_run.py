@@ -22,6 +22,7 @@ from ..driver import (
     RemoteAgent,
     RemoteSession,
     TurnResult,
+    connect,
 )
 from . import _main as codes
 from ._render import ConsoleOutput, JsonOutput, Output
@@ -302,13 +303,14 @@ class Controller:
         agent = self.agent
         if agent is None:
             return
-        agent.signalled = True
         if self._stops == 1:
-            self._say(self.output.note, "stopping the agent (SIGTERM; signal again to kill it)")
-            agent.process.terminate()
+            what = "closing the connection" if agent.remote else "SIGTERM"
+            self._say(self.output.note, f"stopping the agent ({what}; signal again to kill it)")
+            agent.terminate_peer()
         else:
-            self._say(self.output.note, "killing the agent (SIGKILL)")
-            agent.process.kill()
+            what = "aborting the connection" if agent.remote else "SIGKILL"
+            self._say(self.output.note, f"killing the agent ({what})")
+            agent.kill_peer()
 
     def _say(self, what: Callable[..., None], *args: Any) -> None:
         # Reporting must never stop the signal's effect (a closed terminal, a closed pipe).
@@ -345,6 +347,8 @@ def _exit_code(result: TurnResult, reason: str | None) -> int:
         return codes.EXIT_TIMEOUT
     if result.resolution in (Resolution.AGENT_EXITED, Resolution.KILLED):
         return codes.EXIT_AGENT_EXITED
+    if result.resolution is Resolution.DISCONNECTED:
+        return codes.EXIT_DISCONNECTED
     if result.resolution is Resolution.ERROR:
         return codes.EXIT_AGENT_ERROR
     return codes.EXIT_OK
@@ -423,14 +427,24 @@ async def _start(
 ) -> RemoteSession:
     """Spawn and initialize the agent, authenticate, open a session (``controller.agent``)."""
     budget = DEFAULT_BUDGET if opts.cancel_grace is None else opts.cancel_grace
+    url: str | None = getattr(opts, "agent_url", None)
     try:
-        agent = await RemoteAgent.launch(
-            argv,
-            cwd=cwd,
-            services=services,
-            ladder=LadderPolicy(budget=budget),
-            on_spawn=controller.took,  # a signal during initialize can then reach the agent
-        )
+        if url is not None:
+            agent = await connect(
+                url,
+                headers=getattr(opts, "headers", None),
+                services=services,
+                ladder=LadderPolicy(budget=budget),
+                on_connect=controller.took,
+            )
+        else:
+            agent = await RemoteAgent.launch(
+                argv,
+                cwd=cwd,
+                services=services,
+                ladder=LadderPolicy(budget=budget),
+                on_spawn=controller.took,  # a signal during initialize can then reach the agent
+            )
     except AgentStartError as exc:
         output.error(f"agent failed to start: {exc}")
         raise StartFailed(codes.EXIT_ERROR) from None
@@ -498,6 +512,8 @@ async def _run_turn(turn: PromptTurn, output: Output, controller: Controller, ti
     output.waiting(False)
     if result.error is not None and result.resolution is Resolution.AGENT_EXITED:
         output.error(f"the agent exited during the turn: {result.error.message}")
+    elif result.error is not None and result.resolution is Resolution.DISCONNECTED and not result.cancel:
+        output.error(f"the connection was lost during the turn: {result.error.message}")
     elif result.error is not None and result.resolution is Resolution.ERROR:
         output.error(f"the agent answered the prompt with an error: {result.error.message}")
     output.result(result)
@@ -662,8 +678,12 @@ async def _converse(
             code = await _run_turn(session.prompt(line), output, controller, None)
         except AgentExitedError as exc:
             output.error(str(exc))
-            return codes.EXIT_AGENT_EXITED
+            return codes.EXIT_DISCONNECTED if agent.remote else codes.EXIT_AGENT_EXITED
         if not agent.connection.is_open:
-            output.error("the agent is gone; ending the chat")
-            return codes.EXIT_AGENT_EXITED
+            output.error(
+                "the connection is gone; ending the chat"
+                if agent.remote
+                else "the agent is gone; ending the chat"
+            )
+            return codes.EXIT_DISCONNECTED if agent.remote else codes.EXIT_AGENT_EXITED
     return codes.EXIT_OK if code in (codes.EXIT_OK, codes.EXIT_INTERRUPTED) else code

@@ -7,6 +7,9 @@ After a host cancels a turn, the agent gets ever less polite requests to stop:
     t = budget * 0.75        TERMINATE        SIGTERM to the agent's process group
     t = budget               KILL             SIGKILL to the agent's process group
 
+For a remote agent (over a network) TERMINATE and KILL are carried out as "close the
+connection gracefully" and "abort it": the server ends the agent's work.
+
 Whatever happens first -- the agent answers the prompt, or its process is gone -- resolves
 the ladder; ``resolved_by`` names the last step taken before that. A host may jump to KILL at
 any time (``skip_to_kill``, e.g. a second Ctrl-C).
@@ -50,6 +53,9 @@ class Resolution(Enum):
     """The agent process ended (or closed its output) before answering, unprompted by a kill."""
     ERROR = "error"
     """The agent answered the prompt with a JSON-RPC error (or a protocol error occurred)."""
+    DISCONNECTED = "disconnected"
+    """A remote agent's connection ended before the answer: the network or the server dropped
+    it, or the ladder closed it (there is no process on the host's side to kill)."""
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,16 @@ States and what moves them (``TRANSITIONS`` is the table)::
     CANCELLING - tick (deadline) ---> CANCELLING   actions: the ladder's steps now due
     CANCELLING - kill_now ----------> CANCELLING   actions: kill (skips what was left)
     CANCELLING - tick after kill ---> RESOLVED     KILLED: SIGKILL sent, no exit seen in time
+                                                   (remote: DISCONNECTED, the connection aborted)
     any -------- answered/failed/gone/abandoned -> RESOLVED  resolution from what ended it
     RESOLVED --- anything ----------> RESOLVED     no action (late observations are harmless)
 
 How an ending maps to a ``Resolution`` (``resolve``):
 
-- the connection ended before the answer: ``KILLED`` if the host signalled the agent (the
-  ladder's terminate/kill, or a kill or shutdown of the agent), else ``AGENT_EXITED``;
+- the connection ended before the answer: for a remote agent (``remote=True``: reached over
+  a network, nothing to signal here) ``DISCONNECTED``, whoever ended it; else ``KILLED`` if the
+  host signalled the agent (the ladder's terminate/kill, or a kill or shutdown of the agent),
+  else ``AGENT_EXITED``;
 - stop reason ``cancelled`` (or ``-32800`` on the prompt), or the host abandoned the prompt:
   ``CANCELLED``;
 - an error answer: ``ERROR``; any other stop reason: ``COMPLETED``.
@@ -98,8 +101,10 @@ _NOTHING = Step()
 class TurnMachine:
     """The cancellation state of one prompt turn (see the module docstring)."""
 
-    def __init__(self, policy: LadderPolicy, *, exit_wait: float = 5.0) -> None:
+    def __init__(self, policy: LadderPolicy, *, exit_wait: float = 5.0, remote: bool = False) -> None:
         self.policy = policy
+        self.remote = remote
+        """The agent is reached over a network: a lost connection resolves ``DISCONNECTED``."""
         self.exit_wait = exit_wait
         """After SIGKILL, how long the exit may take before the turn is resolved ``KILLED`` anyway."""
         self.state = TurnState.RUNNING
@@ -142,7 +147,7 @@ class TurnMachine:
 
     def _tick(self, observation: Observation, now: float) -> Step:
         if self._kill_deadline is not None and now >= self._kill_deadline:
-            return self._resolve_as(Resolution.KILLED, now)
+            return self._resolve_as(Resolution.DISCONNECTED if self.remote else Resolution.KILLED, now)
         assert self.ladder is not None
         return self._after(self.ladder.poll(now), now)
 
@@ -193,6 +198,8 @@ class TurnMachine:
     def resolve(self, observation: Observation) -> Resolution:
         """The resolution an ending observation stands for (see the module docstring)."""
         if observation.seen is Seen.GONE:
+            if self.remote:
+                return Resolution.DISCONNECTED
             return Resolution.KILLED if observation.signalled or self.signalled else Resolution.AGENT_EXITED
         if observation.stop_reason == "cancelled" or observation.seen is Seen.ABANDONED:
             return Resolution.CANCELLED

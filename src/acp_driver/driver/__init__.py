@@ -1,7 +1,7 @@
 """The host driver: launch any ACP agent, run turns, cancel with a scope; the ladder always resolves."""
 
 from ..core import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
-from ._errors import AgentExitedError, AgentStartError
+from ._errors import AgentDisconnectedError, AgentExitedError, AgentStartError
 from ._permissions import (
     PermissionPolicy,
     PermissionRequest,
@@ -9,7 +9,7 @@ from ._permissions import (
     by_tool_kind,
     deny_all,
 )
-from ._remote_agent import RemoteAgent, launch
+from ._remote_agent import RemoteAgent, connect, launch
 from ._results import CancelOutcome, ToolCallState, TurnResult
 from ._services import ClientServices, FileSystemService, TerminalService
 from ._session import RemoteSession, Scope
@@ -33,6 +33,7 @@ from ._updates import (
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "AgentDisconnectedError",
     "AgentExitedError",
     "AgentMessageChunk",
     "AgentStartError",
@@ -66,6 +67,7 @@ __all__ = [
     "UserMessageChunk",
     "allow_all",
     "by_tool_kind",
+    "connect",
     "deny_all",
     "launch",
     "make_update",

@@ -11,3 +11,8 @@ class AgentStartError(AcpError):
 
 class AgentExitedError(ConnectionClosedError):
     """The agent process ended (or closed its output) while we still needed it."""
+
+
+class AgentDisconnectedError(AgentExitedError):
+    """The connection to a remote agent ended (the server or the network dropped it, or the
+    host closed it) while we still needed it; the message names the URL and what happened."""

@@ -52,8 +52,24 @@ class RemoteAgent:
     ) -> None:
         self.child = child
         self.process: ProcessGroup = child.process
-        self.connection: Connection = child.connection
         self.stderr: StderrTail = child.stderr
+        self._setup(child.connection, services, ladder_policy, request_timeout, name, clock)
+        child.on_exit(self._on_exit)
+
+    remote = False
+    """Whether the agent is reached over a network (``connect``) rather than a local process."""
+
+    def _setup(
+        self,
+        connection: Connection,
+        services: ClientServices,
+        ladder_policy: LadderPolicy,
+        request_timeout: float,
+        name: str,
+        clock: Clock | None,
+    ) -> None:
+        """What every agent has, whatever carries its connection (a process, a network)."""
+        self.connection: Connection = connection
         self.services = services
         self.ladder_policy = ladder_policy
         self.request_timeout = request_timeout
@@ -80,7 +96,6 @@ class RemoteAgent:
         conn = self.connection
         conn.on_peer_gone = self._on_peer_gone
         conn.closed_error = self._exited_error
-        child.on_exit(self._on_exit)
 
     # ------------------------------------------------------------------ launch
 
@@ -239,6 +254,7 @@ class RemoteAgent:
             raise AcpError("the agent does not advertise loadSession")
         cwd = os.path.abspath(cwd)
         session = self._add_session(session_id, cwd, {}, [])
+        session.loading = True
         try:
             response = await self.request(
                 p.SESSION_LOAD, {"sessionId": session_id, "cwd": cwd, "mcpServers": list(mcp_servers)}
@@ -246,6 +262,8 @@ class RemoteAgent:
         except BaseException:
             self.sessions.pop(session_id, None)
             raise
+        finally:
+            session.loading = False
         session.response = response if isinstance(response, dict) else {}
         return session
 
@@ -328,6 +346,21 @@ class RemoteAgent:
     @property
     def returncode(self) -> int | None:
         return self.process.returncode
+
+    @property
+    def where(self) -> str:
+        """Where the agent runs, for people: ``pid 1234``, or the URL of a remote agent."""
+        return f"pid {self.process.pid}"
+
+    def terminate_peer(self) -> None:
+        """The ladder's TERMINATE rung: SIGTERM to the agent's group (remote: close gracefully)."""
+        self.signalled = True
+        self.process.terminate()
+
+    def kill_peer(self) -> None:
+        """The ladder's KILL rung: SIGKILL to the agent's group (remote: abort the connection)."""
+        self.signalled = True
+        self.process.kill()
 
     # ------------------------------------------------------------------ process events
 
@@ -450,3 +483,15 @@ class _GarbageWatch:
 async def launch(argv: Sequence[str], **options: Any) -> RemoteAgent:
     """Spawn an ACP agent and initialize it: ``agent = await launch(["my-agent", "--acp"])``."""
     return await RemoteAgent.launch(argv, **options)
+
+
+async def connect(url: str, **options: Any) -> RemoteAgent:
+    """Connect to a remote ACP agent and initialize it: ``agent = await connect("ws://host:8765/acp")``.
+
+    ``ws://``/``wss://`` speak WebSocket, ``http://``/``https://`` Streamable HTTP; the options
+    are ``launch``'s that make sense over a network plus ``headers`` and ``cookies`` (see
+    ``acp_driver.remote.connect``). Needs the ``remote`` extra, imported only here.
+    """
+    from ..remote._connect import connect as connect_remote
+
+    return await connect_remote(url, **options)

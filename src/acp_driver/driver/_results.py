@@ -80,6 +80,7 @@ def outcome_from_ladder(
 
 _WORST_FIRST = (
     Resolution.KILLED,
+    Resolution.DISCONNECTED,
     Resolution.AGENT_EXITED,
     Resolution.ERROR,
     Resolution.COMPLETED,

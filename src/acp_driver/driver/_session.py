@@ -56,9 +56,13 @@ class RemoteSession:
         self.closed = False
         self.title: str | None = None
         self.session_updates: collections.deque[Update] = collections.deque(maxlen=256)
-        """Recent session-wide updates (commands, mode, config, title, usage)."""
+        """Recent session-wide updates (commands, mode, config, title, usage), and the history a
+        ``session/load`` replayed."""
         self.late_updates = 0
         """Turn updates that arrived when no turn was running (peer violations)."""
+        self.loading = False
+        """A ``session/load`` is in flight: every update is the history's replay (kept in
+        ``session_updates``, never a late update of a turn)."""
         self.listeners: list[Any] = []
         """Callables ``f(update)`` called for every update of this session (turn or not)."""
 
@@ -135,6 +139,9 @@ class RemoteSession:
             except Exception:
                 logger.exception("session listener failed")
         turn = self.current_turn
+        if self.loading and turn is None:
+            self.session_updates.append(update)
+            return
         if not update.turn_scoped:
             self.session_updates.append(update)
             if update.kind == "session_info_update":

@@ -10,7 +10,9 @@ the injected clock at the deadlines the machine asks for) and carries out the st
   then ``session/cancel`` to the agent; the turn's other agent requests are cancelled, its
   terminals killed, its unfinished tool calls marked cancelled (spec SHOULD);
 - ``cancel_request``: ``$/cancel_request`` for the ``session/prompt``;
-- ``terminate``/``kill``: SIGTERM/SIGKILL to the agent's process group.
+- ``terminate``/``kill``: SIGTERM/SIGKILL to the agent's process group; for a remote agent
+  (``connect``) there is no process here: close the connection gracefully (WebSocket close,
+  HTTP ``DELETE``), then abort it -- the server ends the agent's work.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class PromptTurn:
         self.late_updates: list[Update] = []
         """Updates that arrived after this turn's response (a peer violation; reported here)."""
         self.result: TurnResult | None = None
-        self._machine = TurnMachine(agent.ladder_policy, exit_wait=agent.reap_timeout)
+        self._machine = TurnMachine(agent.ladder_policy, exit_wait=agent.reap_timeout, remote=agent.remote)
         self._timer: Timer | None = None
         self._buffer: collections.deque[Update] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -242,13 +244,13 @@ class PromptTurn:
             if self.request_id is not None:
                 conn.cancel_request(self.request_id)
         elif rung is Rung.TERMINATE:
-            logger.warning("turn of %s ignored the cancel; SIGTERM to the agent's group", self.session.id)
-            agent.signalled = True
-            agent.process.terminate()
+            what = "closing the connection" if agent.remote else "SIGTERM to the agent's group"
+            logger.warning("turn of %s ignored the cancel; %s", self.session.id, what)
+            agent.terminate_peer()
         elif rung is Rung.KILL:
-            logger.warning("turn of %s still unresolved; SIGKILL to the agent's group", self.session.id)
-            agent.signalled = True
-            agent.process.kill()
+            what = "aborting the connection" if agent.remote else "SIGKILL to the agent's group"
+            logger.warning("turn of %s still unresolved; %s", self.session.id, what)
+            agent.kill_peer()
 
     def _cancel_host_side(self) -> None:
         """Spec: answer pending permission requests ``cancelled``; stop what the turn started here."""
