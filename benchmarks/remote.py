@@ -139,7 +139,9 @@ async def cancel_latencies(column: str, urls: dict[str, str], k: int, cwd: str) 
             out.append((time.perf_counter() - started) * 1000)
             result = await turn
             if outcome.resolution is not Resolution.CANCELLED or result.stop_reason != "cancelled":
-                raise AssertionError(f"{column}: cancel resolved {outcome.resolution}, stop {result.stop_reason!r}")
+                raise AssertionError(
+                    f"{column}: cancel resolved {outcome.resolution}, stop {result.stop_reason!r}"
+                )
     finally:
         await agent.aclose()
     return out
@@ -147,7 +149,7 @@ async def cancel_latencies(column: str, urls: dict[str, str], k: int, cwd: str) 
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def run(opts: argparse.Namespace) -> dict[str, Any]:
@@ -197,7 +199,9 @@ def render(data: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, one repeat: a smoke test")
     parser.add_argument("--repeat", type=int, default=None, help="runs per column (default 3, quick 1)")
     parser.add_argument("--write", action="store_true", help="update docs/remote.md and remote_results.json")

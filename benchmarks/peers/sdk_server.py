@@ -19,7 +19,7 @@ from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sdk_agent import BenchAgent  # noqa: E402
+from sdk_agent import BenchAgent
 
 
 async def main(port: int) -> None:
