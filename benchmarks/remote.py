@@ -187,7 +187,7 @@ def render(data: dict[str, Any]) -> str:
         f"repeats: {data['repeat']} (medians; cancel percentiles over all cancels). Host: acp-driver "
         f"in every column; machine: {platform.machine()}, Python {platform.python_version()}.",
         "",
-        "| column | updates/s | × stdio | cancel p50 ms | cancel p99 ms |",
+        "| column | updates/s | vs stdio | cancel p50 ms | cancel p99 ms |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, row in cols.items():
