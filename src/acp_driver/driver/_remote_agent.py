@@ -145,18 +145,29 @@ class RemoteAgent:
             name=label,
             clock=clock,
         )
+        await agent._start(init_timeout, on_spawn, f"agent {label!r}", agent.aclose)
+        return agent
+
+    async def _start(
+        self,
+        timeout: float,
+        hook: Callable[[RemoteAgent], object] | None,
+        what: str,
+        close: Callable[[], Awaitable[object]],
+    ) -> None:
+        """``hook(self)``, then ``initialize``; on any failure ``close()`` and raise, an
+        ``AgentStartError`` naming ``what`` for a protocol, OS or timeout error."""
         try:
-            if on_spawn is not None:
-                on_spawn(agent)
-            await agent._initialize(init_timeout)
+            if hook is not None:
+                hook(self)
+            await self._initialize(timeout)
         except BaseException as exc:
-            await agent.aclose()
+            await close()
             if isinstance(exc, AgentStartError):
                 raise
             if isinstance(exc, (AcpError, OSError, TimeoutError)):
-                raise AgentStartError(f"agent {label!r} failed to initialize: {exc}") from exc
+                raise AgentStartError(f"{what} failed to initialize: {exc}") from exc
             raise
-        return agent
 
     async def _initialize(self, timeout: float) -> None:
         params = {

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..aio import Clock, Connection
-from ..core import AcpError, LadderPolicy, Tracer
+from ..core import LadderPolicy, Tracer
 from ..driver._errors import AgentDisconnectedError, AgentStartError
 from ..driver._remote_agent import RemoteAgent
 from ..driver._services import ClientServices
@@ -239,15 +239,5 @@ async def connect(
         name=label,
         clock=clock,
     )
-    try:
-        if on_connect is not None:
-            on_connect(agent)
-        await agent._initialize(init_timeout)
-    except BaseException as exc:
-        await agent.kill()
-        if isinstance(exc, AgentStartError):
-            raise
-        if isinstance(exc, (AcpError, OSError, TimeoutError)):
-            raise AgentStartError(f"agent at {url} failed to initialize: {exc}") from exc
-        raise
+    await agent._start(init_timeout, on_connect, f"agent at {url}", agent.kill)
     return agent
