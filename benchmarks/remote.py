@@ -28,16 +28,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import platform
 import re
-import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,54 +42,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from serving import server  # noqa: E402
+
 from acp_driver.driver import Resolution, connect, launch  # noqa: E402
 
 DOC = ROOT / "docs" / "remote.md"
 RESULTS = HERE / "remote_results.json"
 BEGIN = "<!-- BEGIN GENERATED REMOTE RESULTS (benchmarks/remote.py) -->"
 END = "<!-- END GENERATED REMOTE RESULTS -->"
-READY = re.compile(r"listening on (http://[\d.]+:\d+/acp)")
 
 COLUMNS = ["stdio", "serve ws", "serve http", "sdk-server ws", "sdk-server http"]
-
-
-@contextlib.asynccontextmanager
-async def server(argv: list[str]) -> AsyncIterator[str]:
-    """Start a server subprocess, yield its ``http://…/acp`` URL once it listens, stop it."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
-    )
-    assert proc.stderr is not None
-    seen = []
-    try:
-        async with asyncio.timeout(60):
-            while True:
-                line = (await proc.stderr.readline()).decode()
-                if not line:
-                    raise RuntimeError(f"{argv} exited before listening: {''.join(seen)}")
-                seen.append(line)
-                match = READY.search(line)
-                if match:
-                    break
-
-        async def drain() -> None:
-            assert proc.stderr is not None
-            while await proc.stderr.read(65536):
-                pass
-
-        draining = asyncio.ensure_future(drain())
-        yield match.group(1)
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(20):
-                    await proc.wait()
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        with contextlib.suppress(NameError):
-            draining.cancel()
 
 
 async def open_agent(column: str, urls: dict[str, str]) -> Any:
@@ -162,7 +121,7 @@ async def run(opts: argparse.Namespace) -> dict[str, Any]:
             server([py, "-m", "acp_driver", "serve", "--port", "0"]) as ours,
             server([py, str(HERE / "peers" / "sdk_server.py"), "0"]) as theirs,
         ):
-            urls = {"serve": ours, "sdk-server": theirs}
+            urls = {"serve": ours.url, "sdk-server": theirs.url}
             for _ in range(opts.repeat):  # columns interleaved within each repeat
                 for column in COLUMNS:
                     results[column]["stream_ups"].append(await stream_once(column, urls, n, cwd))

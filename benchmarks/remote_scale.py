@@ -20,46 +20,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import websockets
+from serving import descendants, rss_kib, server
 
 TARGET_S = 2.0
 STREAM = "/stream 100000 100"
 """Each turn: a chunk every 100 ms until cancelled (200 connections: 2000 updates/s in all)."""
-READY = "acp-driver serve: listening on "
-
-
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] not in ("Z", "X"):
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 class Client:
@@ -116,8 +86,10 @@ class Client:
         )
 
 
-async def start_serve(connections: int) -> tuple[asyncio.subprocess.Process, str]:
-    process = await asyncio.create_subprocess_exec(
+async def run(connections: int, quick: bool) -> int:
+    checks: list[tuple[str, bool, str]] = []
+    rows: list[tuple[str, str]] = []
+    argv = [
         sys.executable,
         "-m",
         "acp_driver",
@@ -126,33 +98,9 @@ async def start_serve(connections: int) -> tuple[asyncio.subprocess.Process, str
         "0",
         "--max-connections",
         str(connections + 10),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stderr is not None
-    async with asyncio.timeout(60):
-        while True:
-            line = (await process.stderr.readline()).decode()
-            if not line:
-                raise RuntimeError("serve exited before its ready line")
-            if line.startswith(READY):
-                url = line[len(READY) :].strip()
-                break
-
-    async def drain(stream: asyncio.StreamReader) -> None:
-        async for _ in stream:
-            pass
-
-    asyncio.get_running_loop().create_task(drain(process.stderr))
-    return process, "ws" + url[len("http") :]
-
-
-async def run(connections: int, quick: bool) -> int:
-    process, url = await start_serve(connections)
-    checks: list[tuple[str, bool, str]] = []
-    rows: list[tuple[str, str]] = []
-    try:
+    ]
+    async with server(argv) as serve:
+        process, url = serve.process, "ws" + serve.url[len("http") :]
         await asyncio.sleep(0)  # let the server settle; RSS before any connection
         rss_idle = rss_kib(process.pid)
         t0 = time.perf_counter()
@@ -226,15 +174,6 @@ async def run(connections: int, quick: bool) -> int:
             left = descendants(process.pid)
         rows.append(("close -> every agent reaped", f"{time.perf_counter() - closed_at:.2f} s"))
         checks.append(("no agent process left after the connections closed", not left, f"{len(left)} left"))
-    finally:
-        if process.returncode is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                async with asyncio.timeout(60):
-                    await process.wait()
-            except TimeoutError:
-                process.kill()
-                await process.wait()
 
     width = max(len(name) for name, _ in rows)
     print(f"acp-driver serve, {connections} WebSocket connections ({'quick' if quick else 'full'})")

@@ -13,11 +13,8 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from http.cookiejar import CookieJar
 from pathlib import Path
 
@@ -26,10 +23,10 @@ import pytest
 from acp_driver.driver import Resolution, connect
 
 from ..waiting import eventually
+from .serving import ServeProcess, descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "remote.md"
-READY = re.compile(r"listening on http://([\d.]+):(\d+)/acp")
 
 NGINX = shutil.which("nginx") or next(
     (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
@@ -43,39 +40,6 @@ def _nginx_or_skip() -> str:
             pytest.fail(reason + " and ACP_NGINX_REQUIRED=1")
         pytest.skip(reason)
     return NGINX
-
-
-@dataclass
-class Serve:
-    name: str
-    proc: asyncio.subprocess.Process
-    port: int
-
-
-async def _start_serve(name: str, *extra: str) -> Serve:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "acp_driver", "serve", "--port", "0", "--instance", name, *extra,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    seen = []
-    async with asyncio.timeout(60):
-        while True:
-            line = (await proc.stderr.readline()).decode()
-            if not line:
-                raise AssertionError(f"serve {name} exited before it was ready: {''.join(seen)}")
-            seen.append(line)
-            match = READY.search(line)
-            if match:
-                break
-
-    async def drain() -> None:  # keep its stderr pipe from filling up
-        assert proc.stderr is not None
-        while await proc.stderr.read(65536):
-            pass
-
-    asyncio.get_running_loop().create_task(drain())
-    return Serve(name, proc, int(match.group(2)))
 
 
 def _free_port() -> int:
@@ -123,43 +87,22 @@ def nginx(workdir: Path, http_block: str) -> Iterator[subprocess.Popen[bytes]]:
             proc.wait()
 
 
-def _children(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (from /proc)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] not in ("Z", "X"):
-                parents[int(entry)] = int(fields[1])
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        kids = [child for child, ppid in parents.items() if ppid == parent]
-        found += kids
-        frontier += kids
-    return found
+def _port(serve: ServeProcess) -> int:
+    return int(serve.url.rsplit(":", 1)[1].split("/", 1)[0])
 
 
 @pytest.fixture
-async def farm(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, Serve]]]:
+async def farm(tmp_path: Path) -> AsyncIterator[tuple[str, dict[str, ServeProcess]]]:
     _nginx_or_skip()
-    serves = {name: await _start_serve(name) for name in ("a", "b")}
-    front = _free_port()
-    try:
-        with nginx(tmp_path, nginx_config_from_doc(front, {n: s.port for n, s in serves.items()})):
+    async with contextlib.AsyncExitStack() as stack:
+        serves = {
+            name: await stack.enter_async_context(ServeProcess.start("--instance", name))
+            for name in ("a", "b")
+        }
+        front = _free_port()
+        with nginx(tmp_path, nginx_config_from_doc(front, {n: _port(s) for n, s in serves.items()})):
             await _wait_listening(front)
             yield f"127.0.0.1:{front}", serves
-    finally:
-        for serve in serves.values():
-            with contextlib.suppress(ProcessLookupError):
-                serve.proc.send_signal(signal.SIGTERM)
-        for serve in serves.values():
-            async with asyncio.timeout(30):
-                await serve.proc.wait()
 
 
 async def _wait_listening(port: int) -> None:
@@ -178,7 +121,7 @@ async def _wait_listening(port: int) -> None:
 
 @pytest.mark.parametrize("scheme", ["ws", "http"])
 async def test_sessions_spread_over_two_serves_and_every_cancel_lands(
-    farm: tuple[str, dict[str, Serve]], scheme: str, tmp_path: Path
+    farm: tuple[str, dict[str, ServeProcess]], scheme: str, tmp_path: Path
 ) -> None:
     front, serves = farm
     jars = [CookieJar() for _ in range(6)]
@@ -195,8 +138,8 @@ async def test_sessions_spread_over_two_serves_and_every_cancel_lands(
             async for update in turn:
                 if update.kind == "agent_message_chunk":
                     break
-        for serve in serves.values():
-            assert _children(serve.proc.pid), f"serve {serve.name} holds no agent"
+        for name, serve in serves.items():
+            assert descendants(serve.process.pid), f"serve {name} holds no agent"
         outcomes = await asyncio.gather(*(turn.cancel() for turn in turns))
         results = await asyncio.gather(*turns)
         assert [o.resolution for o in outcomes] == [Resolution.CANCELLED] * len(turns), outcomes
@@ -205,5 +148,5 @@ async def test_sessions_spread_over_two_serves_and_every_cancel_lands(
         for agent in agents:
             await agent.aclose()
     # Each connection's end reaps its agent on its instance: no process left behind either serve.
-    for serve in serves.values():
-        await eventually(lambda s=serve: not _children(s.proc.pid), f"serve {serve.name} has no children")
+    for name, serve in serves.items():
+        await eventually(lambda s=serve: not descendants(s.process.pid), f"serve {name} has no children")
