@@ -123,6 +123,37 @@ async def test_nothing_listening_is_a_clear_start_error(sdk_server: Any) -> None
         await connect("ftp://127.0.0.1/acp")
 
 
+async def test_an_initialize_answer_that_is_not_json_rpc_fails_at_once() -> None:
+    """A 200 whose body is not the JSON-RPC answer (a proxy's page) fails ``initialize`` with the
+    body quoted, at once, instead of waiting out ``init_timeout``."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+        await reader.readexactly(length)
+        body = b"<html>upstream says hello</html>"
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nAcp-Connection-Id: c1\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        await writer.drain()
+        writer.close()
+
+    listener = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        async with asyncio.timeout(LIMIT):
+            with pytest.raises(AgentStartError, match="not the JSON-RPC response: <html>upstream says hello"):
+                await connect(f"http://127.0.0.1:{port}/acp", init_timeout=3 * LIMIT)
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
 async def test_h2c_prior_knowledge(shared_sdk_server: Any, tmp_path: Path) -> None:
     server = shared_sdk_server
     before = len(await server.seen())

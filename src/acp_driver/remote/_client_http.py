@@ -133,6 +133,14 @@ class HttpTransport(ClientTransport):
         if not connection_id:
             self._refused(message, f"the answer (HTTP 200) has no {CONNECTION_ID_HEADER} header")
             return
+        try:
+            answer = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            answer = None
+        if not isinstance(answer, dict) or answer.get("id") != message.get("id") or "method" in answer:
+            # Not its answer (a proxy's page, a stray body): fail initialize now, not at init_timeout.
+            self._refused(message, f"the answer (HTTP 200) is not the JSON-RPC response{_excerpt(response)}")
+            return
         self.connection_id = connection_id
         self._connection_stream = self.spawn(self._stream(None), "connection stream")
         self._incoming([response.content])
