@@ -153,3 +153,24 @@ def _stop(started: list[Server]) -> None:
 
 
 PROFILES = ["ws", "http"]
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (its own authority) and its key, made by openssl."""
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    try:
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                "-keyout", str(key), "-out", str(cert),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )  # fmt: skip
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"openssl cannot make a test certificate: {exc}")
+    return cert, key

@@ -8,11 +8,13 @@ import asyncio
 import json
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .conftest import PROFILES
+from .serving import ServeProcess
 
 LIMIT = 90
 
@@ -173,3 +175,33 @@ async def test_a_server_gone_mid_turn_exits_7(sdk_server: Any) -> None:
     assert server.ws in result["error"]["message"]
     errors = [e["message"] for e in found if e["type"] == "error"]
     assert any("the connection was lost during the turn" in m for m in errors), found
+
+
+async def test_cacert_trusts_a_private_authority(certificate: tuple[Path, Path]) -> None:
+    """``--cacert`` makes ``run`` trust a server whose certificate the system does not (our
+    ``serve`` over TLS, a self-signed certificate); without it the start fails, naming why."""
+    cert, key = certificate
+    async with ServeProcess.start("--certfile", str(cert), "--keyfile", str(key)) as serve:
+        assert serve.url.startswith("https://")
+        for url in (serve.url, "wss" + serve.url[len("https") :]):
+            code, _out, err = await cli("run", "--agent", url, "hi")
+            assert code == 1, err
+            assert "certificate verify failed" in err.lower(), err
+            code, out, err = await cli("run", "--json", "--agent", url, "--cacert", str(cert), "/stream 2 1")
+            assert code == 0, err
+            assert events(out)[-1]["resolution"] == "completed"
+
+
+async def test_cacert_usage_errors(certificate: tuple[Path, Path], tmp_path: Path) -> None:
+    cert, _key = certificate
+    code, _out, err = await cli("run", "--cacert", str(cert), "hi")
+    assert code == 2, err
+    assert "--cacert needs a TLS agent URL" in err, err
+    code, _out, err = await cli("run", "--agent", "ws://127.0.0.1:9/acp", "--cacert", str(cert), "hi")
+    assert code == 2, err
+    assert "--cacert needs a TLS agent URL" in err, err
+    bogus = tmp_path / "not-a-cert.pem"
+    bogus.write_text("hello")
+    code, _out, err = await cli("check", "--cacert", str(bogus), "--", "wss://127.0.0.1:9/acp")
+    assert code == 2, err
+    assert "not a readable PEM certificate file" in err, err

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import http.cookiejar
-import shutil
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -169,25 +167,10 @@ async def test_h2c_prior_knowledge(shared_sdk_server: Any, tmp_path: Path) -> No
     assert {r["http_version"] for r in (await server.seen())[before:] if r["connection"]} == {"1.1"}
 
 
-def _self_signed(where: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 (openssl), its own authority."""
-    cert, key = where / "cert.pem", where / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-            "-keyout", str(key), "-out", str(cert),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )  # fmt: skip
-    return cert, key
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
-async def test_tls_both_profiles_and_http2_by_alpn(sdk_server: Any, tmp_path: Path) -> None:
-    cert, key = _self_signed(tmp_path)
+async def test_tls_both_profiles_and_http2_by_alpn(
+    sdk_server: Any, certificate: tuple[Path, Path], tmp_path: Path
+) -> None:
+    cert, key = certificate
     server = sdk_server(tls=(cert, key))
     trust = ssl.create_default_context(cafile=str(cert))
     for url in (server.ws, server.http):

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 
 from acp_driver.agent import Agent, Session, Turn
 from acp_driver.core import Rung
@@ -244,39 +242,6 @@ async def _session_after_init(http: HttpClient) -> str:
     sid: str = answer["result"]["sessionId"]
     await http.open_stream(sid)
     return sid
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "cert.pem", directory / "key.pem"
-    try:
-        subprocess.run(
-            [
-                "openssl",
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                "/CN=127.0.0.1",
-                "-addext",
-                "subjectAltName=IP:127.0.0.1",
-                "-keyout",
-                str(key),
-                "-out",
-                str(cert),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.CalledProcessError) as exc:
-        pytest.skip(f"openssl cannot make a test certificate: {exc}")
-    return cert, key
 
 
 async def test_http2_over_tls_via_alpn(make_server: Any, certificate: tuple[Path, Path]) -> None:

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import ssl
 import sys
 import tempfile
 import time
@@ -93,6 +94,8 @@ class Probe:
     url: str | None = None
     """A remote agent's URL (``argv`` is then ``[url]``): a connection per probe, no process here."""
     headers: dict[str, str] = field(default_factory=dict)
+    ssl_context: ssl.SSLContext | None = None
+    """``--cacert``: trust for a ``wss://``/``https://`` agent."""
     transport: Any = None
     process: ProcessGroup | None = None
     child: AgentProcess | None = None
@@ -114,7 +117,7 @@ class Probe:
             from ..remote._connect import open_transport
 
             self.transport = await open_transport(
-                self.url, conn, headers=self.headers, open_timeout=self.timeout
+                self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context
             )
             return
         self.child = await AgentProcess.spawn(self.argv, conn, cwd=self.cwd, stderr=self.stderr)
@@ -749,6 +752,7 @@ async def _audit(
             mode=opts.mode,
             url=getattr(opts, "agent_url", None),
             headers=getattr(opts, "headers", None) or {},
+            ssl_context=getattr(opts, "ssl_context", None),
         )
         started = time.monotonic()
         try:

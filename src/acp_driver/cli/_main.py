@@ -11,7 +11,10 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    import ssl
 
 from .. import __version__
 
@@ -52,7 +55,8 @@ exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ct
   7 a remote agent's connection was lost mid-turn.
 
 remote agents: --agent ws://HOST:PORT/acp (WebSocket) or http(s)://HOST:PORT/acp (Streamable HTTP);
-  --header 'Authorization: Bearer TOKEN' (repeatable) is sent on every request.
+  --header 'Authorization: Bearer TOKEN' (repeatable) is sent on every request;
+  --cacert FILE trusts a private CA (or a self-signed server) for wss:// and https://.
 """
 
 
@@ -100,6 +104,23 @@ def parse_headers(
             parser.error(f"--header {value!r}: a value cannot hold a line break")
         headers[name] = rest.strip()
     return headers
+
+
+def parse_cacert(parser: argparse.ArgumentParser, path: str | None, url: str | None) -> ssl.SSLContext | None:
+    """``--cacert FILE``: a TLS context trusting the system's authorities and the PEM file's (a
+    private CA, a self-signed server); refused without a ``wss://``/``https://`` agent (exit 2)."""
+    if path is None:
+        return None
+    if url is None or not url.lower().startswith(("wss://", "https://")):
+        parser.error("--cacert needs a TLS agent URL (--agent wss://... or https://...)")
+    import ssl  # lazily: only a TLS agent pays for it
+
+    context = ssl.create_default_context()
+    try:
+        context.load_verify_locations(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        parser.error(f"--cacert {path!r}: not a readable PEM certificate file ({exc})")
+    return context
 
 
 def _usage(parser: argparse.ArgumentParser | None, message: str) -> NoReturn:
@@ -182,6 +203,13 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="an HTTP header for a remote agent, sent on every request and on the WebSocket handshake "
         "(e.g. 'Authorization: Bearer TOKEN'); repeatable",
+    )
+    parser.add_argument(
+        "--cacert",
+        metavar="FILE",
+        default=None,
+        help="trust this PEM certificate (a private CA, a self-signed server) for a wss:// or https:// "
+        "agent, besides the system's authorities",
     )
 
 
@@ -332,6 +360,7 @@ def cli_main(argv: Sequence[str]) -> int:
             parser.error(f"--cwd {opts.cwd!r} is not a directory")
         opts.agent_url = agent_url(opts.agent)
         opts.headers = parse_headers(parser, opts.header, opts.agent_url)
+        opts.ssl_context = parse_cacert(parser, opts.cacert, opts.agent_url)
         agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
         if opts.auth is not None:
             opts.auth = as_text(opts.auth)
@@ -364,6 +393,7 @@ def cli_main(argv: Sequence[str]) -> int:
         url = agent_url(command[0]) if len(command) == 1 else None
         opts.agent_url = url
         opts.headers = parse_headers(parser, opts.header, url)
+        opts.ssl_context = parse_cacert(parser, opts.cacert, url)
         return _check_obeying_signals(opts, command or _agent_argv(None), session_cwd)
     parser.print_help()
     return EXIT_USAGE

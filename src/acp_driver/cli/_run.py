@@ -433,6 +433,7 @@ async def _start(
             agent = await connect(
                 url,
                 headers=getattr(opts, "headers", None),
+                ssl_context=getattr(opts, "ssl_context", None),
                 services=services,
                 ladder=LadderPolicy(budget=budget),
                 on_connect=controller.took,
