@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from ..waiting import eventually
 from .conftest import PROFILES
-from .serving import ServeProcess
+from .serving import ServeProcess, descendants
 
 LIMIT = 90
 
@@ -205,3 +207,29 @@ async def test_cacert_usage_errors(certificate: tuple[Path, Path], tmp_path: Pat
     code, _out, err = await cli("check", "--cacert", str(bogus), "--", "wss://127.0.0.1:9/acp")
     assert code == 2, err
     assert "not a readable PEM certificate file" in err, err
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_a_reader_that_goes_away_cancels_the_remote_turn(scheme: str) -> None:
+    """``run --agent URL … | head -1``: stdout's reader exits mid-turn. The CLI cancels the turn
+    (exit 128 + SIGPIPE, no traceback) and the server, its connection ended, reaps the agent."""
+    async with ServeProcess.start() as serve:
+        url = scheme + serve.url[len("http") :]
+        read_end, write_end = os.pipe()
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "run", "--agent", url, "/stream 100000 20",
+            stdin=asyncio.subprocess.DEVNULL, stdout=write_end, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        os.close(write_end)
+        async with asyncio.timeout(LIMIT):
+            first = await asyncio.to_thread(os.read, read_end, 1)
+            assert first, "no output before the pipe was closed"
+            assert descendants(serve.process.pid), "serve runs no agent for the turn"
+            os.close(read_end)
+            # The reader is gone: the CLI's next write gets EPIPE.
+            _out, err = await process.communicate()
+        text = err.decode(errors="replace")
+        assert process.returncode == 128 + signal.SIGPIPE, text
+        assert "Traceback" not in text
+        assert "cancelling the turn (SIGPIPE)" in text
+        await eventually(lambda: not descendants(serve.process.pid), "the agent behind serve reaped")
