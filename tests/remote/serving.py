@@ -253,7 +253,8 @@ class ServeProcess:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def start(cls, *args: str) -> AsyncIterator[ServeProcess]:
+    async def start(cls, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[ServeProcess]:
+        """``env``: the server's environment (its agents inherit it); default: this process's."""
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -265,6 +266,7 @@ class ServeProcess:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
+            env=env,
         )
         assert process.stderr is not None
         lines: list[str] = []
