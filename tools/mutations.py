@@ -348,7 +348,9 @@ MUTATIONS = [
         "remote/_connect.py",
         '        self.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
         "        pass\n",
-        ("tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",),
+        (
+            "tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",
+        ),
     ),
     Mutation(
         "remote-disconnected",
@@ -357,6 +359,26 @@ MUTATIONS = [
         "            if self.remote:\n                return Resolution.DISCONNECTED\n",
         "",
         ("tests/remote/test_connect_machine.py", "tests/remote/test_connect_profiles.py"),
+    ),
+    Mutation(
+        "serve-flow-control",
+        "serve: a client reading slower than its agent writes pauses the agent's output",
+        "remote/_served.py",
+        "                self.backend.pause_output()\n",
+        "                pass\n",
+        ("tests/remote/test_serve_backpressure.py",),
+    ),
+    Mutation(
+        "serve-output-stall",
+        "serve: a client that reads none of the agent's output for the idle timeout is ended",
+        "remote/_server.py",
+        "                if conn.paused_since is not None and now - conn.paused_since >= idle:\n"
+        '                    conn.end(f"the client read none of the agent\'s output for {idle:g} s", WS_POLICY)\n'
+        "                    continue\n",
+        "",
+        (
+            "tests/remote/test_serve_backpressure.py::test_a_client_that_reads_nothing_is_ended_after_the_idle_timeout",
+        ),
     ),
 ]
 

@@ -154,6 +154,16 @@ async def test_an_idle_http_connection_without_streams_is_ended(make_server: Any
         assert (await http.delete()).status_code == 404
 
 
+async def test_an_agent_slow_to_answer_initialize_is_not_idle(make_server: Any) -> None:
+    # The agent takes longer to start than the idle timeout; its initialize is in flight.
+    slow = ["sh", "-c", f"sleep 1; exec {sys.executable} -m acp_driver agent"]
+    server = await make_server(argv=slow, idle_timeout=0.2)
+    async with HttpClient.connect(server.url) as http:
+        await http.initialize()  # 200, not "the agent failed: idle"
+        (conn,) = server.connections.values()
+        assert conn.end_reason is None
+
+
 def test_settings_refuse_what_cannot_work() -> None:
     with pytest.raises(ConfigError, match="without --token"):
         ServerSettings(host="0.0.0.0").check()

@@ -9,6 +9,8 @@ the same few calls, which is also everything the cancel ladder needs:
 - messages from the agent go to the ``deliver`` callback given to ``start``, each as its JSON
   text (no newline), or a ``core.OversizedLine`` for one dropped for its size; ``gone`` is called
   once when the agent can send no more (it exited, or closed its output);
+- ``pause_output`` / ``resume_output``: stop and restart taking the agent's messages (flow
+  control: a stdio agent then blocks on its full stdout pipe; an in-process one cannot be paused);
 - the ladder's last rungs: ``close_input`` (the agent sees end of input), ``terminate`` (SIGTERM
   to its process group / close the runtime's connection), ``kill`` (SIGKILL / cancel its tasks);
 - ``wait_exited`` and ``release``: the agent is gone, then nothing of it is left (reaped).
@@ -44,6 +46,12 @@ class Backend(Protocol):
     @property
     def send_backlog(self) -> int:
         """Bytes written but not yet taken by the agent."""
+
+    def pause_output(self) -> None:
+        """Stop taking the agent's messages until ``resume_output`` (idempotent; may be a no-op)."""
+
+    def resume_output(self) -> None:
+        """Take the agent's messages again (idempotent)."""
 
     def close_input(self) -> None:
         """End the agent's input (a stdio agent sees EOF on stdin)."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -60,7 +61,8 @@ class HttpConnection:
     def __init__(self, conn: ServedConnection, max_buffered: int) -> None:
         self.conn = conn
         self.max_buffered = max_buffered
-        self.outlets: dict[str | None, Outlet] = {None: Outlet(max_buffered)}
+        self.outlets: dict[str | None, Outlet] = {}
+        self.outlet(None)
         self.attached: set[str | None] = set()
         self.initialized: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         conn.on_message = self._on_message
@@ -69,7 +71,9 @@ class HttpConnection:
     def outlet(self, key: str | None) -> Outlet:
         outlet = self.outlets.get(key)
         if outlet is None:
-            outlet = self.outlets[key] = Outlet(self.max_buffered)
+            outlet = self.outlets[key] = Outlet(
+                self.max_buffered, functools.partial(self.conn.output_pressure, ("http", key))
+            )
         return outlet
 
     def _on_message(self, text: bytes, route: str) -> None:

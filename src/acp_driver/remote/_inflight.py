@@ -116,6 +116,11 @@ class InFlight:
         return [r for r in self.to_agent.values() if r.method == p.SESSION_PROMPT]
 
     @property
+    def initializing(self) -> bool:
+        """Whether the agent has not answered ``initialize`` yet (it may still be starting up)."""
+        return any(r.method == p.INITIALIZE for r in self.to_agent.values())
+
+    @property
     def busy(self) -> bool:
         """Whether a request is in flight either way."""
         return bool(self.to_agent or self.to_client)

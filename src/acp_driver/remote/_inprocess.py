@@ -91,6 +91,12 @@ class InProcessBackend:
         if self.connection.is_open:
             self.connection.feed_messages(items)
 
+    def pause_output(self) -> None:
+        pass  # its sends cannot wait: its output is bounded by the outlets' hard limit only
+
+    def resume_output(self) -> None:
+        pass
+
     @property
     def send_backlog(self) -> int:
         return 0

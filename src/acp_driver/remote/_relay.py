@@ -59,6 +59,7 @@ class SubprocessBackend:
         self._gone_called = False
         self._gone: Callable[[], None] | None = None
         self._output_ended = False
+        self._output_paused = False
 
     @classmethod
     async def spawn(cls, argv: Sequence[str], name: str, *, max_message_bytes: int) -> SubprocessBackend:
@@ -101,6 +102,8 @@ class SubprocessBackend:
             self._stdout, _ = await loop.connect_read_pipe(
                 lambda: _StdoutProtocol(self._framer, deliver, output_ended), popen.stdout
             )
+            if self._output_paused:
+                self.pause_output()
 
         task = loop.create_task(connect())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -118,6 +121,18 @@ class SubprocessBackend:
         if stdin is None or stdin.is_closing():
             return
         stdin.write(text + b"\n")
+
+    def pause_output(self) -> None:
+        self._output_paused = True
+        stdout = self._stdout
+        if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
+            stdout.pause_reading()
+
+    def resume_output(self) -> None:
+        self._output_paused = False
+        stdout = self._stdout
+        if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
+            stdout.resume_reading()
 
     @property
     def send_backlog(self) -> int:

@@ -73,6 +73,9 @@ class ServedConnection:
         self._changed = asyncio.Event()
         self._reaped = asyncio.Event()
         self._malformed = 0
+        self._pressing: set[object] = set()
+        self.paused_since: float | None = None
+        """When the agent's output was paused for a client that does not read (None: flowing)."""
 
     def start(self) -> None:
         self.backend.start(self._from_agent, self._agent_gone)
@@ -158,6 +161,30 @@ class ServedConnection:
         logger.warning("%s: %s", self.id, reason)  # with its last stderr lines: for the operator
         self.end(reason, 1011)
 
+    def output_pressure(self, outlet: object, full: bool) -> None:
+        """An outlet passed its high-water mark (``full``) or was emptied: the agent's output is
+        paused while any outlet is full, so a slow client slows the agent down. A client that
+        reads nothing for the idle timeout meanwhile is ended by the server's sweep."""
+        if full:
+            if outlet in self._pressing:
+                return
+            self._pressing.add(outlet)
+            if self.paused_since is None and not self.ending:
+                self.paused_since = self.loop.time()
+                self.backend.pause_output()
+                logger.debug(
+                    "%s: the client reads slower than the agent writes: agent output paused", self.id
+                )
+        elif outlet in self._pressing:
+            self._pressing.discard(outlet)
+            if not self._pressing:
+                self._resume_output()
+
+    def _resume_output(self) -> None:
+        if self.paused_since is not None:
+            self.paused_since = None
+            self.backend.resume_output()
+
     # ------------------------------------------------------------------ ending
 
     def end(self, reason: str, close_code: int = 1000) -> asyncio.Task[None]:
@@ -172,6 +199,8 @@ class ServedConnection:
                 except Exception:
                     logger.exception("%s: front-end end hook failed", self.id)
             self.on_message = None
+            self._pressing.clear()
+            self._resume_output()  # the ladder reads the agent's answers to its cancels
             self._end_task = self.loop.create_task(self._run_ladder(), name=f"ladder-{self.id}")
         return self._end_task
 

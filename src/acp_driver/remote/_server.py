@@ -11,7 +11,8 @@ Checked on every request, in this order: the path (404), the bearer token (401),
 (403), then per profile the RFD's rules; limits: ``max_message_bytes`` (413 / close 1009),
 ``max_connections`` (503, also for upgrades), ``idle_timeout`` (a connection with no traffic,
 nothing in flight on a WebSocket and no open stream on HTTP, is ended through the ladder;
-WebSocket close 1008). The agent's command is fixed when the server starts: nothing a client
+WebSocket close 1008; so is one whose client read none of the agent's output for that long).
+Flow control: an outlet (``_outlet``) past its high-water mark pauses the agent's output. The agent's command is fixed when the server starts: nothing a client
 sends reaches it.
 """
 
@@ -250,7 +251,12 @@ class RemoteServer:
             await asyncio.sleep(min(max(idle / 4, 0.02), 1.0))
             now = loop.time()
             for conn in list(self.connections.values()):
-                if conn.ending or now - conn.last_activity < idle:
+                if conn.ending:
+                    continue
+                if conn.paused_since is not None and now - conn.paused_since >= idle:
+                    conn.end(f"the client read none of the agent's output for {idle:g} s", WS_POLICY)
+                    continue
+                if now - conn.last_activity < idle or conn.inflight.initializing:
                     continue
                 if conn.kind == "http" and conn.streams_open:
                     continue

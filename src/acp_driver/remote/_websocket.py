@@ -64,7 +64,7 @@ async def serve_websocket(server: RemoteServer, scope: Scope, receive: Receive, 
         await deny_upgrade(scope, send, exc.status, exc.message, [])
         return
     settings = server.settings
-    outlet = Outlet(settings.max_buffered_bytes)
+    outlet = Outlet(settings.max_buffered_bytes, lambda full: conn.output_pressure(outlet, full))
     closing: list[Any] = [1000, ""]
 
     def on_message(text: bytes, route: str) -> None:
