@@ -191,8 +191,19 @@ class Connection(Serving, Requesting):
         if self.state is State.CLOSED:
             return
         dispatch = self._dispatch
+        waiters = self._waiters
         for event in self._core.receive_messages(messages):
-            dispatch[type(event)](event)
+            if type(event) is Notification:
+                self._on_notification(event)
+            elif type(event) is Response:
+                # _on_response, inlined (the hot path of every answer).
+                fut = waiters.pop(event.id, None)
+                if fut is not None and not fut.done():
+                    if fut.timer is not None:
+                        self._finished(fut)
+                    fut.set_result(event.result)
+            else:
+                dispatch[type(event)](event)
         if self._core.has_data_to_send:
             self._outbox.schedule()
 

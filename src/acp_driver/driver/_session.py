@@ -25,7 +25,7 @@ from .. import protocol as p
 from ..core import AcpError, worth_logging
 from ._results import CancelOutcome
 from ._turn import PromptTurn
-from ._updates import Update
+from ._updates import AgentMessageChunk, Update
 
 if TYPE_CHECKING:
     from ._remote_agent import RemoteAgent
@@ -155,12 +155,22 @@ class RemoteSession:
             return
         last = self.last_turn
         late_of: PromptTurn | None = None
-        if turn is None or turn.request_id is None:
-            late_of = last  # no turn running, or its prompt is not even sent yet
-        elif not self.agent.connection.awaiting(turn.request_id):
-            late_of = turn  # its prompt was answered (in this same read): the turn is over
+        answer = turn.prompt_answer if turn is not None else None
+        if turn is None or answer is None:
+            late_of = last  # no turn running, or its prompt could not be sent
+        elif answer.done():
+            # Its prompt was answered (in this same read): the turn is over. (The connection
+            # resolves request futures in event order, so this is exact within one read.)
+            late_of = turn
         elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
             late_of = last  # names a tool call of the finished turn
+        elif type(update) is AgentMessageChunk:
+            # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
+            turn._buffer.append(update)
+            waiter = turn._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+            return
         else:
             turn.accept(update)
             return
