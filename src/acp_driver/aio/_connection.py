@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -121,9 +122,7 @@ class Connection(Serving, Requesting):
         peer process's exit status, to name it in the errors)."""
         self._dispatch: dict[type, Callable[[Any], None]] = {
             Request: self._on_request,
-            Notification: self._on_notification,
             CancelRequest: self._on_cancel_request,
-            Response: self._on_response,
             ErrorResponse: self._on_error_response,
             Quiet: self._on_quiet,
             ProtocolViolation: self._on_violation,
@@ -192,11 +191,23 @@ class Connection(Serving, Requesting):
             return
         dispatch = self._dispatch
         waiters = self._waiters
+        notifications = self._notifications
         for event in self._core.receive_messages(messages):
+            # Notifications and results are handled here, the rest through ``dispatch``: one
+            # place for each, and no call per message on the hot paths.
             if type(event) is Notification:
-                self._on_notification(event)
+                handler = notifications.get(event.method)
+                if handler is None:
+                    logger.debug("%s: ignoring notification %s", self.name, event.method)
+                    continue
+                try:
+                    outcome = handler(event.params)
+                except Exception:
+                    logger.exception("%s: notification handler for %s failed", self.name, event.method)
+                    continue
+                if outcome is not None and inspect.isawaitable(outcome):
+                    self._spawn(outcome, f"notification {event.method}")
             elif type(event) is Response:
-                # _on_response, inlined (the hot path of every answer).
                 fut = waiters.pop(event.id, None)
                 if fut is not None and not fut.done():
                     if fut.timer is not None:

@@ -27,7 +27,6 @@ from ..core import (
     RequestCancelledError,
     RequestId,
     RequestTimeoutError,
-    Response,
     error_from_object,
 )
 from ._context import current
@@ -135,8 +134,8 @@ class Requesting:
         self,
         method: str,
         params: Any = None,
-        *,
         timeout: float | None = None,
+        *,
         cancel_grace: float = 0.0,
         on_sent: Callable[[RequestId], object] | None = None,
     ) -> PendingRequest:
@@ -153,7 +152,7 @@ class Requesting:
             raise self.closed_error("cannot send a request: the write side is closed")
         ctx = current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
-        rid = self._core.send_request(method, params, parent=parent)
+        rid = self._core.send_request(method, params, parent)  # positional: the cheaper call
         fut = PendingRequest(loop=self._loop)
         fut.connection = self
         fut.rid = rid
@@ -290,14 +289,6 @@ class Requesting:
         if fut.timer is not None:
             self._finished(fut)
         return fut
-
-    def _on_response(self, event: Response) -> None:
-        # _answer_future, inlined (the hot path).
-        fut = self._waiters.pop(event.id, None)
-        if fut is not None and not fut.done():
-            if fut.timer is not None:
-                self._finished(fut)
-            fut.set_result(event.result)
 
     def _on_error_response(self, event: ErrorResponse) -> None:
         timed_out = self._expired.get(event.id)  # read before _answer_future clears it

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancelRequest, ErrorCode, InFlight, Notification, Request, RequestId, RpcError
+from ..core import CancelRequest, ErrorCode, InFlight, Request, RequestId, RpcError
 from ..core import Connection as CoreConnection
 from ._context import RequestContext, current
 from ._outbox import Outbox
@@ -293,19 +293,6 @@ class Serving:
             self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled: connection closing")
 
     # ------------------------------------------------------------------ notifications
-
-    def _on_notification(self, event: Notification) -> None:
-        handler = self._notifications.get(event.method)
-        if handler is None:
-            logger.debug("%s: ignoring notification %s", self.name, event.method)
-            return
-        try:
-            outcome = handler(event.params)
-        except Exception:
-            logger.exception("%s: notification handler for %s failed", self.name, event.method)
-            return
-        if outcome is not None and inspect.isawaitable(outcome):
-            self._spawn(outcome, f"notification {event.method}")
 
     def _spawn(self, awaitable: Awaitable[Any], what: str) -> asyncio.Task[Any]:
         assert self._loop is not None

@@ -228,7 +228,7 @@ class Connection:
         if isinstance(params, (str, bytes, int, float)):  # bool is an int
             raise LocalProtocolError(f"params must be an object or an array, not {type(params).__name__}")
 
-    def send_request(self, method: str, params: Any = None, *, parent: RequestId = None) -> int:
+    def send_request(self, method: str, params: Any = None, parent: RequestId = None) -> int:
         """Queue a request; return its id. ``parent`` is the incoming request it serves, if any."""
         # The hot path: _check_open, _encode and _emit inlined.
         if self.closed or (type(params) is not dict and params is not None and type(params) is not list):
