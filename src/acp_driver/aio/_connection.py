@@ -90,6 +90,7 @@ class Connection(Serving, Requesting):
         # serving
         self._requests: dict[str, HandlerSpec] = {}
         self._notifications: dict[str, NotificationHandler] = {}
+        self._notification_runs: dict[str, Callable[[list[Any]], None]] = {}
         self._fallback: Callable[[str, Any], Awaitable[Any]] | None = None
         self._tasks: dict[RequestId, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -192,22 +193,42 @@ class Connection(Serving, Requesting):
         dispatch = self._dispatch
         waiters = self._waiters
         notifications = self._notifications
+        runs = self._notification_runs
+        run: list[Any] | None = None  # params of consecutive notifications handled as a run
+        run_method = ""
         for event in self._core.receive_messages(messages):
             # Notifications and results are handled here, the rest through ``dispatch``: one
             # place for each, and no call per message on the hot paths.
             if type(event) is Notification:
-                handler = notifications.get(event.method)
+                method = event.method
+                if method in runs:
+                    if run is not None:
+                        if method == run_method:
+                            run.append(event.params)
+                            continue
+                        self._handle_run(run_method, run)
+                    run = [event.params]
+                    run_method = method
+                    continue
+                if run is not None:
+                    self._handle_run(run_method, run)  # before the message that ends the run
+                    run = None
+                handler = notifications.get(method)
                 if handler is None:
-                    logger.debug("%s: ignoring notification %s", self.name, event.method)
+                    logger.debug("%s: ignoring notification %s", self.name, method)
                     continue
                 try:
                     outcome = handler(event.params)
                 except Exception:
-                    logger.exception("%s: notification handler for %s failed", self.name, event.method)
+                    logger.exception("%s: notification handler for %s failed", self.name, method)
                     continue
                 if outcome is not None and inspect.isawaitable(outcome):
-                    self._spawn(outcome, f"notification {event.method}")
-            elif type(event) is Response:
+                    self._spawn(outcome, f"notification {method}")
+                continue
+            if run is not None:
+                self._handle_run(run_method, run)  # before the message that ends the run
+                run = None
+            if type(event) is Response:
                 fut = waiters.pop(event.id, None)
                 if fut is not None and not fut.done():
                     if fut.timer is not None:
@@ -215,6 +236,8 @@ class Connection(Serving, Requesting):
                     fut.set_result(event.result)
             else:
                 dispatch[type(event)](event)
+        if run is not None:
+            self._handle_run(run_method, run)
         if self._core.has_data_to_send:
             self._outbox.schedule()
 

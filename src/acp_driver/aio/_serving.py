@@ -55,6 +55,7 @@ class Serving:
     _honour_cancel_request: bool
     _requests: dict[str, HandlerSpec]
     _notifications: dict[str, NotificationHandler]
+    _notification_runs: dict[str, Callable[[list[Any]], None]]
     _fallback: Callable[[str, Any], Awaitable[Any]] | None
     _tasks: dict[RequestId, asyncio.Task[None]]
     _background: set[asyncio.Task[Any]]
@@ -95,7 +96,19 @@ class Serving:
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle the notification ``method``. Unknown notifications are ignored (debug log)."""
+        self._notification_runs.pop(method, None)
         self._notifications[method] = handler
+
+    def on_notification_run(self, method: str, handler: Callable[[list[Any]], None]) -> None:
+        """Handle the notification ``method`` a run at a time: ``handler(params_list)`` gets the
+        params of consecutive ``method`` notifications of one read, in order (a run ends at any
+        other message, so what came before and after it is handled in between, as it came).
+
+        For streams (``session/update``): one call per read instead of one per message. The
+        handler is a plain ``def``; an exception is logged, and the next run is handled as usual.
+        """
+        self._notifications.pop(method, None)
+        self._notification_runs[method] = handler
 
     def on_unknown_request(self, handler: Callable[[str, Any], Awaitable[Any]] | None) -> None:
         """Serve methods with no handler (``handler(method, params)``); by default they get -32601."""
@@ -293,6 +306,13 @@ class Serving:
             self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled: connection closing")
 
     # ------------------------------------------------------------------ notifications
+
+    def _handle_run(self, method: str, run: list[Any]) -> None:
+        """A run of ``method`` notifications (see ``on_notification_run``)."""
+        try:
+            self._notification_runs[method](run)
+        except Exception:
+            logger.exception("%s: notification handler for %s failed", self.name, method)
 
     def _spawn(self, awaitable: Awaitable[Any], what: str) -> asyncio.Task[Any]:
         assert self._loop is not None

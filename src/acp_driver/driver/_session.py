@@ -133,58 +133,63 @@ class RemoteSession:
 
     def deliver(self, update: Update) -> None:
         """An update for this session: to the listeners, then to its turn (see the module docstring)."""
-        for listener in self.listeners:
-            try:
-                listener(update)
-            except Exception:
-                logger.exception("session listener failed")
-        turn = self.current_turn
-        if self.loading and turn is None:
-            self.session_updates.append(update)
-            return
-        if not update.turn_scoped:
-            self.session_updates.append(update)
-            if update.kind == "session_info_update":
-                title = update.raw.get("title")
-                if isinstance(title, str):
-                    self.title = title
-            elif update.kind == "current_mode_update" and self.modes is not None:
-                self.modes["currentModeId"] = update.raw.get("currentModeId")
-            if turn is not None:
+        self.deliver_all((update,))
+
+    def deliver_all(self, updates: Sequence[Update]) -> None:
+        """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
+        for update in updates:
+            for listener in self.listeners:
+                try:
+                    listener(update)
+                except Exception:
+                    logger.exception("session listener failed")
+            turn = self.current_turn
+            if self.loading and turn is None:
+                self.session_updates.append(update)
+                continue
+            if not update.turn_scoped:
+                self.session_updates.append(update)
+                if update.kind == "session_info_update":
+                    title = update.raw.get("title")
+                    if isinstance(title, str):
+                        self.title = title
+                elif update.kind == "current_mode_update" and self.modes is not None:
+                    self.modes["currentModeId"] = update.raw.get("currentModeId")
+                if turn is not None:
+                    turn.accept(update)
+                continue
+            last = self.last_turn
+            late_of: PromptTurn | None = None
+            answer = turn.prompt_answer if turn is not None else None
+            if turn is None or answer is None:
+                late_of = last  # no turn running, or its prompt could not be sent
+            elif answer.done():
+                # Its prompt was answered (earlier in this read): the turn is over. (The
+                # connection resolves request futures in message order, so this is exact.)
+                late_of = turn
+            elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
+                late_of = last  # names a tool call of the finished turn
+            elif type(update) is AgentMessageChunk:
+                # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
+                turn._buffer.append(update)
+                waiter = turn._waiter
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+                continue
+            else:
                 turn.accept(update)
-            return
-        last = self.last_turn
-        late_of: PromptTurn | None = None
-        answer = turn.prompt_answer if turn is not None else None
-        if turn is None or answer is None:
-            late_of = last  # no turn running, or its prompt could not be sent
-        elif answer.done():
-            # Its prompt was answered (in this same read): the turn is over. (The connection
-            # resolves request futures in event order, so this is exact within one read.)
-            late_of = turn
-        elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
-            late_of = last  # names a tool call of the finished turn
-        elif type(update) is AgentMessageChunk:
-            # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
-            turn._buffer.append(update)
-            waiter = turn._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-            return
-        else:
-            turn.accept(update)
-            return
-        self.late_updates += 1
-        if late_of is not None:
-            late_of.late_updates.append(update)
-        if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
-            logger.warning(
-                "session %s: %s arrived after its turn's response (peer violation, %d so far); "
-                "not attributed",
-                self.id,
-                update.kind,
-                self.late_updates,
-            )
+                continue
+            self.late_updates += 1
+            if late_of is not None:
+                late_of.late_updates.append(update)
+            if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
+                logger.warning(
+                    "session %s: %s arrived after its turn's response (peer violation, %d so far); "
+                    "not attributed",
+                    self.id,
+                    update.kind,
+                    self.late_updates,
+                )
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.id!r})"
