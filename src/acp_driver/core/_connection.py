@@ -357,9 +357,10 @@ class Connection:
         """Feed messages from the peer, in order; return the resulting events."""
         events: list[Event] = []
         close_if_open = self.outgoing.close_if_open
+        untraced = self._tracer is None
         for item in messages:
             if type(item) is bytes or type(item) is str:
-                if self._tracer is None:
+                if untraced:
                     # The hot path of _receive_line, inlined: a message that parses to an object.
                     try:
                         message = _loads(item)
