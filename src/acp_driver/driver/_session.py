@@ -1,10 +1,11 @@
 """A session on the agent, host side: its turns, and which turn each update belongs to.
 
-Turn fencing (``deliver``): updates are attributed by the protocol's ordering. An update is the
-running turn's only while that turn's ``session/prompt`` is still unanswered *at that point of
-the input* -- the connection resolves request futures in event order while it dispatches a
-chunk, so ``Connection.awaiting`` is exact even when the update and the response arrive in one
-read. Updates after the response are peer violations: counted, kept on the turn they came after
+Turn fencing (``deliver_all``): updates are attributed by the protocol's ordering. An update is
+the running turn's only while that turn's ``session/prompt`` is still unanswered *at that point
+of the input* -- the connection resolves request futures in event order while it dispatches a
+chunk, and hands updates over in runs that end at any other message, so the prompt's future
+(``PromptTurn.prompt_answer``) is done exactly for the updates after its answer, even when both
+arrive in one read. Updates after the response are peer violations: counted, kept on the turn they came after
 (``late_updates``), never attributed to the next turn. Message ids do not decide anything (an
 agent may reuse a ``messageId`` in a later turn); tool call ids are unique in a session, so an
 update of a tool call the *previous* turn started, that the running one never announced, is
