@@ -169,6 +169,10 @@ def main() -> int:
         print("valgrind not found (Debian package 'valgrind')", file=sys.stderr)
         return 2
     src = opts.src.resolve()
+    # Bytecode first: a module compiled during one of the counted runs (a file edited since the
+    # last import) would add its compilation to that run only and skew the difference.
+    for tree in (src, ROOT / "benchmarks" / "runners", ROOT / "benchmarks" / "peers"):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], capture_output=True)
     rows = [("host", "conc", 10, 10_000), ("agent", "conc", 10, 10_000), ("host", "seq", 100, 1_000)]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
