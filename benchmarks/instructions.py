@@ -154,16 +154,30 @@ def main() -> int:
     parser.add_argument(
         "--src", type=Path, default=ROOT / "src", help="the acp_driver source tree to measure"
     )
+    parser.add_argument(
+        "--host-only",
+        action="store_true",
+        help="only the host-only rows (H2, H4), acp-driver's host and the ceiling host",
+    )
+    parser.add_argument(
+        "--no-ceiling",
+        action="store_true",
+        help="host-only rows without the ceiling host (its code does not change between trees)",
+    )
     opts = parser.parse_args()
     if shutil.which("valgrind") is None:
         print("valgrind not found (Debian package 'valgrind')", file=sys.stderr)
         return 2
     src = opts.src.resolve()
+    # Bytecode first: a module compiled during one of the counted runs (a file edited since the
+    # last import) would add its compilation to that run only and skew the difference.
+    for tree in (src, ROOT / "benchmarks" / "runners", ROOT / "benchmarks" / "peers"):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], capture_output=True)
     rows = [("host", "conc", 10, 10_000), ("agent", "conc", 10, 10_000), ("host", "seq", 100, 1_000)]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         print(f"source tree: {src}")
-        for who, mode, n, requests in rows:
+        for who, mode, n, requests in [] if opts.host_only else rows:
             base = count(src, mode, 0, who, work)
             loaded = count(src, mode, n, who, work)
             label = "1000 concurrent" if mode == "conc" else "sequential"
@@ -172,11 +186,14 @@ def main() -> int:
         n = 20_000
         for mode, unit in (("conc", "request"), ("stream", "update")):
             per = {}
-            for impl in ("acp-driver", "ceiling"):
+            for impl in ("acp-driver",) if opts.no_ceiling else ("acp-driver", "ceiling"):
                 base = count_host_only(src, impl, mode, 0, work)
                 loaded = count_host_only(src, impl, mode, n, work)
                 per[impl] = (loaded - base) / n
             label = "1000 concurrent" if mode == "conc" else "update stream"
+            if "ceiling" not in per:
+                print(f"host only, {label}: acp-driver {per['acp-driver']:,.0f} instructions/{unit}")
+                continue
             ratio = per["ceiling"] / per["acp-driver"]
             print(
                 f"host only, {label}: acp-driver {per['acp-driver']:,.0f}, ceiling host "

@@ -241,3 +241,60 @@ async def test_late_answer_after_an_immediate_give_up_is_quiet() -> None:
     conn.feed_messages(answer(rid, {"too": "late"}))
     assert [e.reason for e in events] == [Ignored.LATE_RESPONSE]
     await conn.aclose()
+
+
+def note(method: str, n: Any) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "method": method, "params": [n]})
+
+
+async def test_a_run_of_notifications_is_one_call_and_ends_at_any_other_message() -> None:
+    conn, wire = await connected()
+    fut = conn.request_nowait("prompt", {})
+    rid = wire.messages()[0]["id"]
+    log: list[Any] = []
+    conn.on_notification_run("u", lambda run: log.append(("run", [n for (n,) in run], fut.done())))
+    conn.on_notification("other", lambda params: log.append(("other", params[0])))
+    conn.feed_messages(
+        [note("u", 1), note("u", 2), note("other", "a"), note("u", 3), *answer(rid, "r"), note("u", 4)]
+    )
+    # In message order: the run before the answer sees the request still waiting, the one after
+    # sees it answered (what fences a turn's updates); a different notification ends a run.
+    assert log == [("run", [1, 2], False), ("other", "a"), ("run", [3], False), ("run", [4], True)]
+    assert await fut == "r"
+    conn.feed_messages([note("u", 5)])
+    assert log[-1] == ("run", [5], True)  # the next read, the next run
+    await conn.aclose()
+
+
+async def test_a_failing_run_handler_is_logged_and_the_next_run_still_handled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    conn, _wire = await connected()
+    runs: list[list[Any]] = []
+
+    def handler(run: list[Any]) -> None:
+        runs.append([n for (n,) in run])
+        if len(runs) == 1:
+            raise ValueError("boom")
+
+    conn.on_notification_run("u", handler)
+    conn.on_notification("other", lambda params: None)
+    conn.feed_messages([note("u", 1), note("other", None), note("u", 2)])
+    assert runs == [[1], [2]]
+    assert "notification handler for u failed" in caplog.text
+    assert conn.is_open
+    await conn.aclose()
+
+
+async def test_registering_a_notification_handler_replaces_a_run_handler_and_back() -> None:
+    conn, _wire = await connected()
+    single: list[Any] = []
+    runs: list[list[Any]] = []
+    conn.on_notification_run("u", lambda run: runs.append([n for (n,) in run]))
+    conn.on_notification("u", lambda params: single.append(params[0]))
+    conn.feed_messages([note("u", 1), note("u", 2)])
+    assert (single, runs) == ([1, 2], [])
+    conn.on_notification_run("u", lambda run: runs.append([n for (n,) in run]))
+    conn.feed_messages([note("u", 3), note("u", 4)])
+    assert (single, runs) == ([1, 2], [[3, 4]])
+    await conn.aclose()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -89,6 +90,7 @@ class Connection(Serving, Requesting):
         # serving
         self._requests: dict[str, HandlerSpec] = {}
         self._notifications: dict[str, NotificationHandler] = {}
+        self._notification_runs: dict[str, Callable[[list[Any]], None]] = {}
         self._fallback: Callable[[str, Any], Awaitable[Any]] | None = None
         self._tasks: dict[RequestId, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -121,9 +123,7 @@ class Connection(Serving, Requesting):
         peer process's exit status, to name it in the errors)."""
         self._dispatch: dict[type, Callable[[Any], None]] = {
             Request: self._on_request,
-            Notification: self._on_notification,
             CancelRequest: self._on_cancel_request,
-            Response: self._on_response,
             ErrorResponse: self._on_error_response,
             Quiet: self._on_quiet,
             ProtocolViolation: self._on_violation,
@@ -191,8 +191,53 @@ class Connection(Serving, Requesting):
         if self.state is State.CLOSED:
             return
         dispatch = self._dispatch
+        waiters = self._waiters
+        notifications = self._notifications
+        runs = self._notification_runs
+        run: list[Any] | None = None  # params of consecutive notifications handled as a run
+        run_method = ""
         for event in self._core.receive_messages(messages):
-            dispatch[type(event)](event)
+            # Notifications and results are handled here, the rest through ``dispatch``: one
+            # place for each, and no call per message on the hot paths.
+            if type(event) is Notification:
+                method = event.method
+                if method in runs:
+                    if run is not None:
+                        if method == run_method:
+                            run.append(event.params)
+                            continue
+                        self._handle_run(run_method, run)
+                    run = [event.params]
+                    run_method = method
+                    continue
+                if run is not None:
+                    self._handle_run(run_method, run)  # before the message that ends the run
+                    run = None
+                handler = notifications.get(method)
+                if handler is None:
+                    logger.debug("%s: ignoring notification %s", self.name, method)
+                    continue
+                try:
+                    outcome = handler(event.params)
+                except Exception:
+                    logger.exception("%s: notification handler for %s failed", self.name, method)
+                    continue
+                if outcome is not None and inspect.isawaitable(outcome):
+                    self._spawn(outcome, f"notification {method}")
+                continue
+            if run is not None:
+                self._handle_run(run_method, run)  # before the message that ends the run
+                run = None
+            if type(event) is Response:
+                fut = waiters.pop(event.id, None)
+                if fut is not None and not fut.done():
+                    if fut.timer is not None:
+                        self._finished(fut)
+                    fut.set_result(event.result)
+            else:
+                dispatch[type(event)](event)
+        if run is not None:
+            self._handle_run(run_method, run)
         if self._core.has_data_to_send:
             self._outbox.schedule()
 

@@ -27,7 +27,6 @@ from ..core import (
     RequestCancelledError,
     RequestId,
     RequestTimeoutError,
-    Response,
     error_from_object,
 )
 from ._context import current
@@ -126,34 +125,26 @@ class Requesting:
         # With a grace, the future declines the caller's first cancel (``PendingRequest.cancel``):
         # the task keeps waiting for the peer's answer -- up to the grace -- and only then gets
         # its CancelledError. A second cancel, or the grace running out, ends the wait at once.
-        return await self._send_request(method, params, timeout, cancel_grace, on_sent, cancel_grace)
+        fut = self.request_nowait(method, params, timeout=timeout, cancel_grace=cancel_grace, on_sent=on_sent)
+        if cancel_grace:
+            fut.grace = cancel_grace  # nothing can cancel it before this line: no await since
+        return await fut
 
     def request_nowait(
         self,
         method: str,
         params: Any = None,
-        *,
         timeout: float | None = None,
+        *,
         cancel_grace: float = 0.0,
         on_sent: Callable[[RequestId], object] | None = None,
-    ) -> asyncio.Future[Any]:
+    ) -> PendingRequest:
         """Send a request; return a future for its answer (no coroutine, no task per call).
 
         The same guarantees as ``request``: cancelling the future (or the task awaiting it)
         sends ``$/cancel_request`` and abandons the request; ``timeout`` fails it with
         ``RequestTimeoutError`` after ``$/cancel_request`` and ``cancel_grace`` for the answer.
         """
-        return self._send_request(method, params, timeout, cancel_grace, on_sent, 0.0)
-
-    def _send_request(
-        self,
-        method: str,
-        params: Any,
-        timeout: float | None,
-        cancel_grace: float,
-        on_sent: Callable[[RequestId], object] | None,
-        grace_on_cancel: float,
-    ) -> PendingRequest:
         if self.state is not State.OPEN:
             raise self._not_open_error()
         outbox = self._outbox
@@ -161,7 +152,7 @@ class Requesting:
             raise self.closed_error("cannot send a request: the write side is closed")
         ctx = current.get()
         parent = ctx.id if ctx is not None and ctx.connection is self else None
-        rid = self._core.send_request(method, params, parent=parent)
+        rid = self._core.send_request(method, params, parent)  # positional: the cheaper call
         fut = PendingRequest(loop=self._loop)
         fut.connection = self
         fut.rid = rid
@@ -169,8 +160,6 @@ class Requesting:
         fut.timeout = timeout
         if cancel_grace:
             fut.timeout_grace = cancel_grace
-        if grace_on_cancel:
-            fut.grace = grace_on_cancel
         self._waiters[rid] = fut
         if not outbox.scheduled:
             outbox.schedule()
@@ -300,14 +289,6 @@ class Requesting:
         if fut.timer is not None:
             self._finished(fut)
         return fut
-
-    def _on_response(self, event: Response) -> None:
-        # _answer_future, inlined (the hot path).
-        fut = self._waiters.pop(event.id, None)
-        if fut is not None and not fut.done():
-            if fut.timer is not None:
-                self._finished(fut)
-            fut.set_result(event.result)
 
     def _on_error_response(self, event: ErrorResponse) -> None:
         timed_out = self._expired.get(event.id)  # read before _answer_future clears it

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancelRequest, ErrorCode, InFlight, Notification, Request, RequestId, RpcError
+from ..core import CancelRequest, ErrorCode, InFlight, Request, RequestId, RpcError
 from ..core import Connection as CoreConnection
 from ._context import RequestContext, current
 from ._outbox import Outbox
@@ -55,6 +55,7 @@ class Serving:
     _honour_cancel_request: bool
     _requests: dict[str, HandlerSpec]
     _notifications: dict[str, NotificationHandler]
+    _notification_runs: dict[str, Callable[[list[Any]], None]]
     _fallback: Callable[[str, Any], Awaitable[Any]] | None
     _tasks: dict[RequestId, asyncio.Task[None]]
     _background: set[asyncio.Task[Any]]
@@ -95,7 +96,19 @@ class Serving:
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle the notification ``method``. Unknown notifications are ignored (debug log)."""
+        self._notification_runs.pop(method, None)
         self._notifications[method] = handler
+
+    def on_notification_run(self, method: str, handler: Callable[[list[Any]], None]) -> None:
+        """Handle the notification ``method`` a run at a time: ``handler(params_list)`` gets the
+        params of consecutive ``method`` notifications of one read, in order (a run ends at any
+        other message, so what came before and after it is handled in between, as it came).
+
+        For streams (``session/update``): one call per read instead of one per message. The
+        handler is a plain ``def``; an exception is logged, and the next run is handled as usual.
+        """
+        self._notifications.pop(method, None)
+        self._notification_runs[method] = handler
 
     def on_unknown_request(self, handler: Callable[[str, Any], Awaitable[Any]] | None) -> None:
         """Serve methods with no handler (``handler(method, params)``); by default they get -32601."""
@@ -294,18 +307,12 @@ class Serving:
 
     # ------------------------------------------------------------------ notifications
 
-    def _on_notification(self, event: Notification) -> None:
-        handler = self._notifications.get(event.method)
-        if handler is None:
-            logger.debug("%s: ignoring notification %s", self.name, event.method)
-            return
+    def _handle_run(self, method: str, run: list[Any]) -> None:
+        """A run of ``method`` notifications (see ``on_notification_run``)."""
         try:
-            outcome = handler(event.params)
+            self._notification_runs[method](run)
         except Exception:
-            logger.exception("%s: notification handler for %s failed", self.name, event.method)
-            return
-        if outcome is not None and inspect.isawaitable(outcome):
-            self._spawn(outcome, f"notification {event.method}")
+            logger.exception("%s: notification handler for %s failed", self.name, method)
 
     def _spawn(self, awaitable: Awaitable[Any], what: str) -> asyncio.Task[Any]:
         assert self._loop is not None

@@ -228,7 +228,7 @@ class Connection:
         if isinstance(params, (str, bytes, int, float)):  # bool is an int
             raise LocalProtocolError(f"params must be an object or an array, not {type(params).__name__}")
 
-    def send_request(self, method: str, params: Any = None, *, parent: RequestId = None) -> int:
+    def send_request(self, method: str, params: Any = None, parent: RequestId = None) -> int:
         """Queue a request; return its id. ``parent`` is the incoming request it serves, if any."""
         # The hot path: _check_open, _encode and _emit inlined.
         if self.closed or (type(params) is not dict and params is not None and type(params) is not list):
@@ -239,7 +239,12 @@ class Connection:
             message["params"] = params
         data = _dumps(message, default=self._default) + b"\n"  # may raise TypeError: nothing recorded then
         self._next_id = rid + 1
-        self.outgoing.open(rid, method, parent)
+        outgoing = self.outgoing
+        if parent is None and rid not in outgoing._in_flight:
+            # Ledger.open, inlined: our ids never repeat, so there is no tombstone to forget.
+            outgoing._in_flight[rid] = InFlight(rid, method)
+        else:
+            outgoing.open(rid, method, parent)
         self._out.append(data)
         if self._tracer is not None:
             self._tracer("out", data)
@@ -351,9 +356,11 @@ class Connection:
     def receive_messages(self, messages: Sequence[Received]) -> list[Event]:
         """Feed messages from the peer, in order; return the resulting events."""
         events: list[Event] = []
+        close_if_open = self.outgoing.close_if_open
+        untraced = self._tracer is None
         for item in messages:
             if type(item) is bytes or type(item) is str:
-                if self._tracer is None:
+                if untraced:
                     # The hot path of _receive_line, inlined: a message that parses to an object.
                     try:
                         message = _loads(item)
@@ -363,7 +370,40 @@ class Connection:
                     if type(message) is not dict:
                         self._receive_parsed(message, item, events)
                     elif "result" in message and "method" not in message:
-                        self._receive_response(message, events, None)  # as _receive_message would
+                        # The hot path of _receive_response, inlined: a valid result for one of
+                        # our requests in flight. Anything else takes the full checks there.
+                        rid = message.get("id")
+                        if (
+                            (type(rid) is int or type(rid) is str)
+                            and "error" not in message
+                            and message.get("jsonrpc") == "2.0"
+                            and close_if_open(rid, Outcome.RESULT) is not None
+                        ):
+                            if self._garbage_run:
+                                self._garbage_run = 0
+                            if not self.heard_valid:
+                                self.heard_valid = True
+                            events.append(Response(rid, message["result"]))
+                        else:
+                            self._receive_response(message, events, None)  # as _receive_message would
+                    elif "id" not in message:
+                        # The hot path of _receive_message, inlined: a valid notification (an
+                        # update stream). $/cancel_request and anything invalid take the checks there.
+                        method = message.get("method")
+                        params = message.get("params")
+                        if (
+                            type(method) is str
+                            and (type(params) is dict or params is None or type(params) is list)
+                            and message.get("jsonrpc") == "2.0"
+                            and method != CANCEL_REQUEST_METHOD
+                        ):
+                            if self._garbage_run:
+                                self._garbage_run = 0
+                            if not self.heard_valid:
+                                self.heard_valid = True
+                            events.append(Notification(method, params))
+                        else:
+                            self._receive_message(message, events, None)
                     else:
                         self._receive_message(message, events, None)
                 else:

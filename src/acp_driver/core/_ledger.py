@@ -174,8 +174,21 @@ class Ledger:
         entry = self._in_flight.pop(id, None)
         if entry is not None:
             if outcome is Outcome.RESULT and entry.parent is None:
-                entry.outcome = outcome  # _ended, the common case inlined
-                self._remember(id, entry)
+                # _ended and _remember, the common case inlined (the hot path of every answer).
+                entry.outcome = outcome
+                ring = self._ring
+                tombstones = self._tombstones
+                if len(ring) < self._max_tombstones:
+                    ring.append(entry)
+                    tombstones[id] = entry
+                elif ring:
+                    at = self._ring_at
+                    oldest = ring[at]
+                    ring[at] = entry
+                    self._ring_at = at + 1 if at + 1 < len(ring) else 0
+                    if tombstones.get(oldest.id) is oldest:  # not remembered again since
+                        del tombstones[oldest.id]
+                    tombstones[id] = entry
             else:
                 self._ended(entry, outcome)
         return entry

@@ -24,7 +24,7 @@ from ..aio import current_request
 from ..core import RequestCancelledError, RpcError, worth_logging
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
 from ._turn import PromptTurn
-from ._updates import UPDATE_TYPES, UnknownUpdate, make_update
+from ._updates import UPDATE_TYPES, UnknownUpdate, Update, make_update
 
 if TYPE_CHECKING:
     from ._remote_agent import RemoteAgent
@@ -51,7 +51,7 @@ class AgentRequests:
         self.malformed_updates = 0
         """``session/update`` notifications without a session id and an update object."""
         conn = agent.connection
-        conn.on_notification(p.SESSION_UPDATE, self.on_update)
+        conn.on_notification_run(p.SESSION_UPDATE, self.on_updates)
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self.on_permission)
         services = agent.services
         if services.fs is not None:
@@ -71,32 +71,49 @@ class AgentRequests:
 
     # ------------------------------------------------------------------ updates
 
-    def on_update(self, params: Any) -> None:
-        agent = self.agent
-        if type(params) is dict:
-            sid = params.get("sessionId")
-            raw = params.get("update")
-        else:
-            sid = raw = None
-        if type(sid) is not str or type(raw) is not dict:
-            self.malformed_updates += 1
-            if worth_logging(self.malformed_updates):  # 1st, 10th, 100th...: never a flood
-                logger.warning(
-                    "%s: malformed session/update (%d so far): %.200r",
-                    agent.name,
-                    self.malformed_updates,
-                    params,
-                )
-            return
-        session = agent.sessions.get(sid)
-        if session is None:
-            # Possibly sent before the session/new response that tells us the id: keep a few.
-            pending = self.unknown_updates.setdefault(sid, [])
-            if len(pending) < UNKNOWN_SESSION_BUFFER and len(self.unknown_updates) < UNKNOWN_SESSIONS:
-                pending.append(raw)
-            return
-        # make_update, inlined (the hot path of an update stream).
-        session.deliver(UPDATE_TYPES.get(raw.get("sessionUpdate"), UnknownUpdate)(sid, raw))  # type: ignore[arg-type]
+    def on_updates(self, run: list[Any]) -> None:
+        """The params of consecutive ``session/update`` notifications (one read's run), in order:
+        each becomes a typed view, delivered to its session (consecutive ones of a session at once)."""
+        sessions = self.agent.sessions
+        target: RemoteSession | None = None
+        updates: list[Update] = []
+        for params in run:
+            if type(params) is dict:
+                sid = params.get("sessionId")
+                raw = params.get("update")
+            else:
+                sid = raw = None
+            if type(sid) is not str or type(raw) is not dict:
+                self._malformed(params)
+                continue
+            session = sessions.get(sid)
+            if session is None:
+                # Possibly sent before the session/new response that tells us the id: keep a few.
+                pending = self.unknown_updates.setdefault(sid, [])
+                if len(pending) < UNKNOWN_SESSION_BUFFER and len(self.unknown_updates) < UNKNOWN_SESSIONS:
+                    pending.append(raw)
+                continue
+            if session is not target:
+                if updates:
+                    assert target is not None
+                    target.deliver_all(updates)
+                    updates = []
+                target = session
+            # make_update, inlined (the hot path of an update stream).
+            updates.append(UPDATE_TYPES.get(raw.get("sessionUpdate"), UnknownUpdate)(sid, raw))  # type: ignore[arg-type]
+        if updates:
+            assert target is not None
+            target.deliver_all(updates)
+
+    def _malformed(self, params: Any) -> None:
+        self.malformed_updates += 1
+        if worth_logging(self.malformed_updates):  # 1st, 10th, 100th...: never a flood
+            logger.warning(
+                "%s: malformed session/update (%d so far): %.200r",
+                self.agent.name,
+                self.malformed_updates,
+                params,
+            )
 
     def replay_unknown(self, session: RemoteSession) -> None:
         """Deliver the updates that named ``session`` before we knew it."""

@@ -1,10 +1,11 @@
 """A session on the agent, host side: its turns, and which turn each update belongs to.
 
-Turn fencing (``deliver``): updates are attributed by the protocol's ordering. An update is the
-running turn's only while that turn's ``session/prompt`` is still unanswered *at that point of
-the input* -- the connection resolves request futures in event order while it dispatches a
-chunk, so ``Connection.awaiting`` is exact even when the update and the response arrive in one
-read. Updates after the response are peer violations: counted, kept on the turn they came after
+Turn fencing (``deliver_all``): updates are attributed by the protocol's ordering. An update is
+the running turn's only while that turn's ``session/prompt`` is still unanswered *at that point
+of the input* -- the connection resolves request futures in event order while it dispatches a
+chunk, and hands updates over in runs that end at any other message, so the prompt's future
+(``PromptTurn.prompt_answer``) is done exactly for the updates after its answer, even when both
+arrive in one read. Updates after the response are peer violations: counted, kept on the turn they came after
 (``late_updates``), never attributed to the next turn. Message ids do not decide anything (an
 agent may reuse a ``messageId`` in a later turn); tool call ids are unique in a session, so an
 update of a tool call the *previous* turn started, that the running one never announced, is
@@ -25,7 +26,7 @@ from .. import protocol as p
 from ..core import AcpError, worth_logging
 from ._results import CancelOutcome
 from ._turn import PromptTurn
-from ._updates import Update
+from ._updates import AgentMessageChunk, Update
 
 if TYPE_CHECKING:
     from ._remote_agent import RemoteAgent
@@ -133,48 +134,63 @@ class RemoteSession:
 
     def deliver(self, update: Update) -> None:
         """An update for this session: to the listeners, then to its turn (see the module docstring)."""
-        for listener in self.listeners:
-            try:
-                listener(update)
-            except Exception:
-                logger.exception("session listener failed")
-        turn = self.current_turn
-        if self.loading and turn is None:
-            self.session_updates.append(update)
-            return
-        if not update.turn_scoped:
-            self.session_updates.append(update)
-            if update.kind == "session_info_update":
-                title = update.raw.get("title")
-                if isinstance(title, str):
-                    self.title = title
-            elif update.kind == "current_mode_update" and self.modes is not None:
-                self.modes["currentModeId"] = update.raw.get("currentModeId")
-            if turn is not None:
+        self.deliver_all((update,))
+
+    def deliver_all(self, updates: Sequence[Update]) -> None:
+        """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
+        for update in updates:
+            for listener in self.listeners:
+                try:
+                    listener(update)
+                except Exception:
+                    logger.exception("session listener failed")
+            turn = self.current_turn
+            if self.loading and turn is None:
+                self.session_updates.append(update)
+                continue
+            if not update.turn_scoped:
+                self.session_updates.append(update)
+                if update.kind == "session_info_update":
+                    title = update.raw.get("title")
+                    if isinstance(title, str):
+                        self.title = title
+                elif update.kind == "current_mode_update" and self.modes is not None:
+                    self.modes["currentModeId"] = update.raw.get("currentModeId")
+                if turn is not None:
+                    turn.accept(update)
+                continue
+            last = self.last_turn
+            late_of: PromptTurn | None = None
+            answer = turn.prompt_answer if turn is not None else None
+            if turn is None or answer is None:
+                late_of = last  # no turn running, or its prompt could not be sent
+            elif answer.done():
+                # Its prompt was answered (earlier in this read): the turn is over. (The
+                # connection resolves request futures in message order, so this is exact.)
+                late_of = turn
+            elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
+                late_of = last  # names a tool call of the finished turn
+            elif type(update) is AgentMessageChunk:
+                # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
+                turn._buffer.append(update)
+                waiter = turn._waiter
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+                continue
+            else:
                 turn.accept(update)
-            return
-        last = self.last_turn
-        late_of: PromptTurn | None = None
-        if turn is None or turn.request_id is None:
-            late_of = last  # no turn running, or its prompt is not even sent yet
-        elif not self.agent.connection.awaiting(turn.request_id):
-            late_of = turn  # its prompt was answered (in this same read): the turn is over
-        elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
-            late_of = last  # names a tool call of the finished turn
-        else:
-            turn.accept(update)
-            return
-        self.late_updates += 1
-        if late_of is not None:
-            late_of.late_updates.append(update)
-        if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
-            logger.warning(
-                "session %s: %s arrived after its turn's response (peer violation, %d so far); "
-                "not attributed",
-                self.id,
-                update.kind,
-                self.late_updates,
-            )
+                continue
+            self.late_updates += 1
+            if late_of is not None:
+                late_of.late_updates.append(update)
+            if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
+                logger.warning(
+                    "session %s: %s arrived after its turn's response (peer violation, %d so far); "
+                    "not attributed",
+                    self.id,
+                    update.kind,
+                    self.late_updates,
+                )
 
     def __repr__(self) -> str:
         return f"RemoteSession({self.id!r})"

@@ -77,6 +77,9 @@ class PromptTurn:
         self._release_task: asyncio.Task[Any] | None = None
         self._kill_task: asyncio.Task[Any] | None = None
         answer = self._send_prompt()
+        self.prompt_answer: asyncio.Future[Any] | None = None if isinstance(answer, RpcError) else answer
+        """The future of the ``session/prompt`` request (None if it could not be sent): the turn
+        owns the updates that arrive while it is not done (see ``RemoteSession.deliver``)."""
         self._task = asyncio.get_running_loop().create_task(self._run(answer), name=f"prompt {session.id}")
 
     # ------------------------------------------------------------------ consuming
