@@ -20,9 +20,10 @@
 // Extension methods: _ts/sleep {"ms": N} -> {"slept": N} ($/cancel_request aborts it: -32800),
 // _ts/echo (returns its params).
 //
-// `GET /seen` answers JSON: every request that reached `/acp` (method, the Acp-* and Cookie
-// headers, HTTP status answered, the start of its body) and `connections`: how many agent
-// connections the AcpServer opened and how many have closed since.
+// `GET /seen` answers JSON: `requests`, every request that reached `/acp` (method, the Acp-*,
+// Cookie and X-Test headers, HTTP status answered, the start of its body; for a WebSocket the close code and
+// reason it got) and `connections`: how many agent connections the AcpServer opened and how many
+// have closed since.
 
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -176,7 +177,23 @@ const server = new AcpServer({
 const seen = [];
 const handleHttp = createNodeHttpHandler(server);
 const webSockets = new WebSocketServer({ noServer: true });
-const handleUpgrade = createNodeWebSocketUpgradeHandler(server, webSockets);
+const upgrades = new WeakMap(); // request -> its /seen entry
+// `ws`'s server as the adapter uses it, recording the close code each socket got.
+const upgrader = {
+  on: (event, listener) => webSockets.on(event, listener),
+  off: (event, listener) => webSockets.off(event, listener),
+  handleUpgrade(req, socket, head, callback) {
+    webSockets.handleUpgrade(req, socket, head, (webSocket) => {
+      const entry = upgrades.get(req);
+      webSocket.on("close", (code, reason) => {
+        entry.close_code = code;
+        entry.close_reason = reason.toString();
+      });
+      callback(webSocket);
+    });
+  },
+};
+const handleUpgrade = createNodeWebSocketUpgradeHandler(server, upgrader);
 
 function record(req) {
   const entry = {
@@ -184,6 +201,7 @@ function record(req) {
     connection: req.headers["acp-connection-id"] ?? null,
     session: req.headers["acp-session-id"] ?? null,
     cookie: req.headers.cookie ?? null,
+    tag: req.headers["x-test"] ?? null, // a test names its requests with this header
     status: null,
     body: "",
   };
@@ -223,7 +241,9 @@ httpServer.on("upgrade", (req, socket, head) => {
     socket.destroy();
     return;
   }
-  record(req).status = 101;
+  const entry = record(req);
+  entry.status = 101;
+  upgrades.set(req, entry);
   handleUpgrade(req, socket, head);
 });
 
