@@ -29,7 +29,9 @@ from ..remote.serving import descendants, pid_gone
 from ..waiting import eventually
 from .conftest import PEERS_DIR, PeerInstaller, TypeScriptSdk, run_script, typescript_sdk_or_skip
 
-pytestmark = [pytest.mark.interop, pytest.mark.parametrize("profile", ["websocket", "http"])]
+pytestmark = pytest.mark.interop
+
+each_profile = pytest.mark.parametrize("profile", ["websocket", "http"])
 
 SCRIPT = PEERS_DIR / "ts_remote_client.mjs"
 CANCEL_BUDGET = 2.0
@@ -106,6 +108,7 @@ async def _no_agents(serve: Serve) -> None:
     await eventually(lambda: serve.agents() == [], "the agents of earlier connections to be reaped", REAPED)
 
 
+@each_profile
 async def test_ts_client_session_turns_permission_and_cancels(
     serve: Serve, typescript: TypeScriptSdk, profile: str
 ) -> None:
@@ -178,6 +181,7 @@ async def test_ts_client_session_turns_permission_and_cancels(
     )
 
 
+@each_profile
 @pytest.mark.parametrize("leave", ["close", "exit"])
 async def test_ts_client_leaving_mid_turn_the_server_reaps_the_agent(
     serve: Serve, typescript: TypeScriptSdk, profile: str, leave: str
@@ -227,3 +231,29 @@ async def test_ts_client_leaving_mid_turn_the_server_reaps_the_agent(
         f"the agent ({agents}) to be reaped after the TS client left ({leave})\n{serve.log()[-3000:]}",
         REAPED,
     )
+
+
+UNKNOWN_SESSION_404 = (
+    "the RFD answers an unknown Acp-Session-Id 404, and so does serve; the TS SDK's HTTP client "
+    "first opens the session's SSE stream, and takes any 404 as the whole connection gone: it "
+    "fails every request and DELETEs the connection (its own server opens a stream for any "
+    "session id, so it never answers 404 there). Over WebSocket the agent's error comes back and "
+    "the connection lives on."
+)
+
+
+@pytest.mark.parametrize(
+    "profile",
+    ["websocket", pytest.param("http", marks=pytest.mark.xfail(strict=True, reason=UNKNOWN_SESSION_404))],
+)
+async def test_ts_client_prompting_an_unknown_session_keeps_the_connection(
+    serve: Serve, typescript: TypeScriptSdk, profile: str
+) -> None:
+    await _no_agents(serve)
+    run = await run_script(_argv(typescript, profile, serve.url, "unknown_session"), _env(typescript))
+    result = run.json()
+    report = f"{run.report()}\n--- result ---\n{ {k: v for k, v in result.items() if k != 'wire'} }"
+    # The agent's own answer: a JSON-RPC error naming the session (-32002, resource not found).
+    assert result["unknown_session"]["error"]["code"] == -32002, report
+    assert result["after_unknown_session"] == {"result": {"still": "here"}}, report
+    assert run.returncode == 0, report

@@ -14,6 +14,8 @@
 //            permission request with its allow option); a turn "/stream 1000 20" cancelled with
 //            session/cancel after its first update; _acp_driver/sleep cancelled through the
 //            SDK's cancellationSignal ($/cancel_request); then the client closes.
+//   unknown_session  initialize; session/new; a session/prompt naming a session the agent
+//            does not have; then _acp_driver/echo (is the connection still there?).
 //   leave    initialize; session/new; a turn "/stream 100000 10"; after its first update the
 //            script prints {"event": "mid-turn"} and waits for a line on stdin, then LEAVES with
 //            the turn live: mode `close` (argv[5]) closes the SDK connection (WebSocket close /
@@ -163,6 +165,18 @@ async function run(ctx) {
       out.cancel_request = { error: { code: error.code, message: error.message } };
     }
     out.after_cancel_request = await ctx.request("_acp_driver/echo", { still: "here" });
+    return;
+  }
+  if (scenario === "unknown_session") {
+    const settle = (promise) =>
+      promise.then(
+        (result) => ({ result }),
+        (error) => ({ error: { code: error.code, message: error.message, data: error.data } }),
+      );
+    out.unknown_session = await settle(
+      ctx.request("session/prompt", { sessionId: "no-such-session", prompt: [{ type: "text", text: "hi" }] }),
+    );
+    out.after_unknown_session = await settle(ctx.request("_acp_driver/echo", { still: "here" }));
     return;
   }
   if (scenario === "leave") {
