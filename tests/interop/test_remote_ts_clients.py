@@ -53,6 +53,15 @@ class Serve:
     def log(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    def end_reason(self, connection_id: str) -> str | None:
+        """Why serve ended this connection (its ``-v`` log line), or None before it did."""
+        prefix = f"{connection_id}: connection ends: "
+        for line in self.log().splitlines():
+            _, found, reason = line.partition(prefix)
+            if found:
+                return reason
+        return None
+
 
 @pytest.fixture(scope="module")
 def typescript(interop_peers: PeerInstaller) -> TypeScriptSdk:
@@ -64,7 +73,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory, typescript: TypeScriptSdk) -
     stderr_path = tmp_path_factory.mktemp("ts-clients") / "serve.stderr"
     argv = [
         sys.executable,
-        *("-m", "acp_driver", "serve", "--port", "0", "--instance", "ts"),
+        *("-m", "acp_driver", "serve", "-v", "--port", "0", "--instance", "ts"),
         *("--cancel-budget", str(CANCEL_BUDGET), "--idle-timeout", str(IDLE_TIMEOUT)),
     ]
     with stderr_path.open("wb") as stderr:
@@ -225,7 +234,19 @@ async def test_ts_client_leaving_mid_turn_the_server_reaps_the_agent(
         # No DELETE and no stream left: only the idle timeout tells the server the client is
         # gone (the RFD gives an HTTP server no other sign); it then ends the connection.
         assert all(r["method"] != "DELETE" for r in result["requests"]), result["requests"]
-    # The turn was live when the client left: the server cancels it and reaps the agent's group.
+    # The turn was live when the client left: the server ends the connection -- for the reason
+    # this way of leaving gives it -- cancels the turn and reaps the agent's group.
+    if profile == "websocket":
+        connection_id, why = result["socket"]["connection"], "the client closed the WebSocket"
+    else:
+        connection_id = result["requests"][0]["answered_connection"]
+        why = (
+            "the client ended the connection (DELETE)" if leave == "close" else f"idle for {IDLE_TIMEOUT:g} s"
+        )
+    await eventually(
+        lambda: serve.end_reason(connection_id) is not None, "serve to end the connection", REAPED
+    )
+    assert (serve.end_reason(connection_id) or "").startswith(why), serve.log()[-3000:]
     await eventually(
         lambda: all(pid_gone(pid) for pid in agents) and serve.agents() == [],
         f"the agent ({agents}) to be reaped after the TS client left ({leave})\n{serve.log()[-3000:]}",
