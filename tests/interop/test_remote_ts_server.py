@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
@@ -45,7 +46,9 @@ from ..remote.test_connect_profiles import BUDGET, T0
 from ..waiting import eventually
 from .conftest import PEERS_DIR, PeerInstaller, TypeScriptSdk, typescript_sdk_or_skip
 
-pytestmark = [pytest.mark.interop, pytest.mark.parametrize("profile", ["ws", "http"])]
+pytestmark = pytest.mark.interop
+
+each_profile = pytest.mark.parametrize("profile", ["ws", "http"])
 
 LIMIT = 60  # seconds: a bound on each test, never a timing assertion
 SCRIPT = PEERS_DIR / "ts_remote_server.mjs"
@@ -138,6 +141,7 @@ def requests_of(server: TsServer, tag: dict[str, str]) -> list[dict[str, Any]]:
     return [r for r in server.seen()["requests"] if r["tag"] == tag["X-Test"]]
 
 
+@each_profile
 async def test_prompt_streams_typed_updates(server: TsServer, profile: str, tmp_path: Path) -> None:
     async with asyncio.timeout(LIMIT), await connect(server.url(profile)) as agent:
         assert agent.remote
@@ -160,6 +164,7 @@ async def test_prompt_streams_typed_updates(server: TsServer, profile: str, tmp_
         assert await agent.request("_ts/echo", {"still": "here"}) == {"still": "here"}
 
 
+@each_profile
 async def test_session_cancel_resolves_cancelled(server: TsServer, profile: str, tmp_path: Path) -> None:
     wire = Wire()
     async with asyncio.timeout(LIMIT), await connect(server.url(profile), tracer=wire.trace) as agent:
@@ -176,6 +181,7 @@ async def test_session_cancel_resolves_cancelled(server: TsServer, profile: str,
         assert [u.text async for u in again if isinstance(u, AgentMessageChunk)] == ["after the cancel"]
 
 
+@each_profile
 async def test_cancel_request_scope_request(server: TsServer, profile: str, tmp_path: Path) -> None:
     async with asyncio.timeout(LIMIT), await connect(server.url(profile)) as agent:
         sent: list[Any] = []
@@ -188,6 +194,7 @@ async def test_cancel_request_scope_request(server: TsServer, profile: str, tmp_
         assert await agent.request("_ts/echo", {"still": "here"}) == {"still": "here"}
 
 
+@each_profile
 async def test_permission_pending_when_the_turn_is_cancelled(
     server: TsServer, profile: str, tmp_path: Path, tag: dict[str, str]
 ) -> None:
@@ -228,6 +235,7 @@ async def test_permission_pending_when_the_turn_is_cancelled(
         assert [(r["method"], r["session"], r["status"]) for r in posts] == [("POST", session.id, 202)]
 
 
+@each_profile
 async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
     server: TsServer, profile: str, tmp_path: Path, tag: dict[str, str]
 ) -> None:
@@ -263,3 +271,58 @@ async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
         return [(r["method"], r["status"]) for r in mine if r["method"] == "DELETE"] == [("DELETE", 202)]
 
     await eventually(ended, f"the TS server to see the connection closed ({profile})")
+
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": 1, "clientCapabilities": {}},
+}
+
+
+async def test_where_the_ts_server_agrees_with_the_rfd_and_where_it_does_not(server: TsServer) -> None:
+    """Streamable HTTP status codes of the TS server, next to the RFD's (and serve's, which
+    follows the RFD: ``tests/remote/test_serve_http.py``). docs/remote.md lists the differences."""
+    json_type = {"Content-Type": "application/json"}
+    sse = {"Accept": "text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as client:
+        init = await client.post(server.http, json=INIT)
+        assert init.status_code == 200
+        assert "set-cookie" not in init.headers  # AcpServer sets no cookie (no affinity of its own)
+        connection = {"Acp-Connection-Id": init.headers["acp-connection-id"]}
+        new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}}
+        prompt = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "session/prompt",
+            "params": {"sessionId": "no-such-session", "prompt": []},
+        }
+        unknown_session = {**connection, "Acp-Session-Id": "no-such-session"}
+
+        async def status(method: str, headers: dict[str, str], body: Any = None) -> int:
+            content = body if isinstance(body, bytes) else None if body is None else orjson.dumps(body)
+            answer = await client.request(method, server.http, headers=headers, content=content)
+            return answer.status_code
+
+        # As the RFD says (and serve does):
+        assert await status("POST", json_type, new) == 400  # no Acp-Connection-Id
+        assert await status("POST", {**json_type, "Acp-Connection-Id": "nope"}, new) == 404
+        assert await status("POST", {"Content-Type": "text/plain", **connection}, new) == 415
+        assert await status("POST", {**json_type, **connection}, b"{") == 400
+        assert await status("POST", {**json_type, **connection}, prompt) == 400  # no Acp-Session-Id
+        assert await status("GET", connection) == 406  # no Accept: text/event-stream
+        assert await status("PUT", connection) == 405
+        async with client.stream("GET", server.http, headers={**sse, **connection}) as first:
+            assert first.status_code == 200
+            assert await status("GET", {**sse, **connection}) == 409  # one receiver per stream
+        # Not as the RFD says:
+        batch = await client.post(server.http, content=b"[]", headers={**json_type, **connection})
+        assert batch.status_code == 400  # the RFD (and serve): 501
+        assert batch.json()["error"]["code"] == -32600
+        async with client.stream("GET", server.http, headers={**sse, **unknown_session}) as stream:
+            assert stream.status_code == 200  # the RFD (and serve): 404 for an unknown session
+        assert await status("POST", {**json_type, **unknown_session}, prompt) == 202  # RFD: 404
+        # DELETE as the RFD says: 202, then the connection is unknown.
+        assert await status("DELETE", connection) == 202
+        assert await status("DELETE", connection) == 404
