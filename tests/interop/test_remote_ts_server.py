@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import urllib.request
@@ -93,6 +94,8 @@ def ts_server(tmp_path_factory: pytest.TempPathFactory, interop_peers: PeerInsta
         )
     try:
         assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 60)  # a bound, not a timing check
+        assert ready, f"the TS server printed nothing in 60 s\n{stderr_path.read_text()}"
         line = process.stdout.readline().decode()  # the one line it prints (or EOF if it died)
         assert line.startswith(READY), (
             f"no ready line from the TS server: {line!r}\n{stderr_path.read_text()}"
