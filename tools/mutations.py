@@ -300,6 +300,17 @@ MUTATIONS = [
         ("tests/remote/test_serve_security.py::test_an_idle_websocket_is_closed_1008_and_its_agent_reaped",),
     ),
     Mutation(
+        "serve-idle-http-agent-output",
+        "serve: over HTTP, an agent's output (to nobody) does not keep a vanished client's connection alive",
+        "remote/_served.py",
+        '        if self.kind == "websocket":\n',
+        "        if True:\n",
+        (
+            "tests/remote/test_serve_http.py::"
+            "test_an_agent_streaming_to_nobody_does_not_keep_a_vanished_client_alive",
+        ),
+    ),
+    Mutation(
         "serve-loopback-without-token",
         "serve: a non-loopback bind without --token is refused",
         "remote/_server.py",
@@ -348,7 +359,9 @@ MUTATIONS = [
         "remote/_connect.py",
         '        self.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
         "        pass\n",
-        ("tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",),
+        (
+            "tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",
+        ),
     ),
     Mutation(
         "remote-disconnected",
