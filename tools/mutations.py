@@ -359,9 +359,7 @@ MUTATIONS = [
         "remote/_connect.py",
         '        self.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
         "        pass\n",
-        (
-            "tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",
-        ),
+        ("tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",),
     ),
     Mutation(
         "remote-disconnected",
