@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -106,10 +105,6 @@ def _argv(typescript: TypeScriptSdk, *args: str) -> list[str]:
 
 def _env(typescript: TypeScriptSdk) -> dict[str, str]:
     return {"ACP_TS_SDK_DIR": str(typescript.folder)}
-
-
-def _texts(updates: list[dict[str, Any]]) -> list[str]:
-    return [u["content"]["text"] for u in updates if u.get("sessionUpdate") == "agent_message_chunk"]
 
 
 async def _no_agents(serve: Serve) -> None:
