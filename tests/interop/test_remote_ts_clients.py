@@ -179,7 +179,11 @@ async def test_ts_client_session_turns_permission_and_cancels(
         streams = [r["session"] for r in rest if r["method"] == "GET"]
         assert sorted(streams, key=str) == sorted([None, result["session_id"]], key=str), report
 
-    # The SDK closed the connection: the server reaps its agent.
+    # Reconnecting with the same cookie store, the TS client sends serve's affinity cookie on the
+    # new connection's first request (the WebSocket upgrade / the initialize POST).
+    assert result["reconnect"] == {"agent": "acp-driver-reference-agent", "cookie": "acp_affinity=ts"}, report
+
+    # The SDK closed the connections: the server reaps their agents.
     await eventually(
         lambda: serve.agents() == [], "the agent to be reaped after the TS client closed", REAPED
     )

@@ -13,7 +13,9 @@
 //   session  initialize; session/new; a turn "/stream 3 0\n/permission" (the client answers the
 //            permission request with its allow option); a turn "/stream 1000 20" cancelled with
 //            session/cancel after its first update; _acp_driver/sleep cancelled through the
-//            SDK's cancellationSignal ($/cancel_request); then the client closes.
+//            SDK's cancellationSignal ($/cancel_request); then the client closes, and connects
+//            again with the same (caller-owned) cookie store: `reconnect.cookie` is the Cookie
+//            its first request carried.
 //   unknown_session  initialize; session/new; a session/prompt naming a session the agent
 //            does not have; then _acp_driver/echo (is the connection still there?).
 //   leave    initialize; session/new; a turn "/stream 100000 10"; after its first update the
@@ -35,7 +37,7 @@ if (!sdkDir) {
 const require = createRequire(path.join(sdkDir, "package.json"));
 const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const acp = await load("@agentclientprotocol/sdk");
-const { createWebSocketStream } = await load("@agentclientprotocol/sdk/experimental/ws-client");
+const { createWebSocketStream, MemoryAcpCookieStore } = await load("@agentclientprotocol/sdk/experimental/ws-client");
 const { createHttpStream } = await load("@agentclientprotocol/sdk/experimental/http-client");
 const { WebSocket } = require("ws"); // CommonJS
 
@@ -94,10 +96,11 @@ async function recordingFetch(input, init) {
   return response;
 }
 
-// `ws`'s WebSocket, recording the upgrade answer and the close code the server sent.
+// `ws`'s WebSocket, recording the Cookie it was given, the upgrade answer and the close code.
 class RecordingWebSocket extends WebSocket {
   constructor(...args) {
     super(...args);
+    out.socket.cookie = args[2]?.headers?.Cookie ?? null;
     this.on("upgrade", (response) => {
       out.socket.status = response.statusCode;
       out.socket.connection = response.headers["acp-connection-id"] ?? null;
@@ -109,11 +112,16 @@ class RecordingWebSocket extends WebSocket {
   }
 }
 
-const stream = tap(
-  profile === "websocket"
-    ? createWebSocketStream(url.replace(/^http/, "ws"), { WebSocket: RecordingWebSocket })
-    : createHttpStream(url, { fetch: recordingFetch }),
-);
+// A caller-owned cookie store: the SDK keeps the server's cookies in it across connections
+// (its own store is cleared when a connection closes).
+const cookieStore = new MemoryAcpCookieStore();
+const openStream = () =>
+  tap(
+    profile === "websocket"
+      ? createWebSocketStream(url.replace(/^http/, "ws"), { WebSocket: RecordingWebSocket, cookieStore })
+      : createHttpStream(url, { fetch: recordingFetch, cookieStore }),
+  );
+const stream = openStream();
 
 const app = acp
   .client({ name: "ts-remote-client" })
@@ -201,6 +209,41 @@ function summary() {
   return { ...out, wire: out.wire.length > 2000 ? out.wire.slice(0, 2000) : out.wire };
 }
 
+// Let the close reach the server before going on: the WebSocket closing handshake, or the answer
+// to the HTTP DELETE (connectWith does not wait for the transport to close).
+async function transportClosed() {
+  const closed =
+    profile === "websocket"
+      ? () => out.socket.close_code !== undefined
+      : () => out.requests.some((r) => r.method === "DELETE" && r.status !== null);
+  await waitFor(closed, 10000, "the transport to close").catch((error) => log(String(error)));
+}
+
+// A second connection with the same cookie store: its first request must carry the cookie the
+// server set on the first one (the RFD's affinity across reconnects).
+async function reconnect() {
+  const first = { socket: out.socket, requests: out.requests };
+  out.socket = {};
+  out.requests = [];
+  try {
+    await app.connectWith(openStream(), async (ctx) => {
+      const init = await ctx.request("initialize", {
+        protocolVersion: acp.PROTOCOL_VERSION,
+        clientCapabilities: {},
+        clientInfo: { name: "ts-remote-client", version: "0" },
+      });
+      out.reconnect = { agent: init.agentInfo.name };
+    });
+    await transportClosed();
+    out.reconnect.cookie = profile === "websocket" ? out.socket.cookie : out.requests[0].cookie;
+  } finally {
+    out.reconnect_socket = out.socket;
+    out.reconnect_requests = out.requests;
+    out.socket = first.socket;
+    out.requests = first.requests;
+  }
+}
+
 let failure = null;
 const timer = setTimeout(() => {
   failure = "scenario timed out after 60 s";
@@ -208,16 +251,11 @@ const timer = setTimeout(() => {
 }, 60000);
 try {
   await app.connectWith(stream, run); // closes the connection when done
+  await transportClosed();
+  if (scenario === "session") await reconnect();
 } catch (error) {
   failure = String(error?.stack ?? error);
 }
-// Let the close reach the server before the process ends: the WebSocket closing handshake, or
-// the answer to the HTTP DELETE (connectWith does not wait for the transport to close).
-const closed =
-  profile === "websocket"
-    ? () => out.socket.close_code !== undefined
-    : () => out.requests.some((r) => r.method === "DELETE" && r.status !== null);
-await waitFor(closed, 10000, "the transport to close").catch((error) => log(String(error)));
 clearTimeout(timer);
 if (failure) out.failure = failure;
 await emit(summary());
