@@ -311,6 +311,17 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "serve-idle-not-during-initialize",
+        "serve: an HTTP connection whose initialize awaits the agent is not idle",
+        "remote/_server.py",
+        "                if http is not None and not http.initialized.done():\n",
+        "                if False:\n",
+        (
+            "tests/remote/test_serve_security.py::"
+            "test_an_http_connection_awaiting_its_initialize_answer_is_not_idle",
+        ),
+    ),
+    Mutation(
         "serve-loopback-without-token",
         "serve: a non-loopback bind without --token is refused",
         "remote/_server.py",

@@ -154,6 +154,16 @@ async def test_an_idle_http_connection_without_streams_is_ended(make_server: Any
         assert (await http.delete()).status_code == 404
 
 
+async def test_an_http_connection_awaiting_its_initialize_answer_is_not_idle(make_server: Any) -> None:
+    # The agent takes longer to start than the idle timeout: its client waits on the initialize POST.
+    slow_start = ["sh", "-c", 'sleep 1; exec "$0" "$@"', *serving.REFERENCE]
+    server = await make_server(slow_start, idle_timeout=0.2)
+    async with HttpClient.connect(server.url) as http:
+        await http.initialize()  # 200, not the connection ended as idle
+        (conn,) = server.connections.values()
+        assert not conn.ending
+
+
 def test_settings_refuse_what_cannot_work() -> None:
     with pytest.raises(ConfigError, match="without --token"):
         ServerSettings(host="0.0.0.0").check()

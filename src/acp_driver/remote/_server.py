@@ -254,6 +254,9 @@ class RemoteServer:
                     continue
                 if conn.kind == "http" and conn.streams_open:
                     continue
+                http = self.http_connections.get(conn.id)
+                if http is not None and not http.initialized.done():
+                    continue  # its initialize POST awaits the agent: initialize_timeout bounds that
                 if conn.kind == "websocket" and conn.inflight.busy:
                     continue
                 conn.end(f"idle for {idle:g} s", WS_POLICY)
