@@ -300,6 +300,25 @@ MUTATIONS = [
         ("tests/remote/test_serve_security.py::test_an_idle_websocket_is_closed_1008_and_its_agent_reaped",),
     ),
     Mutation(
+        "serve-idle-http-agent-output",
+        "serve: over HTTP, an agent's output (to nobody) does not keep a vanished client's connection alive",
+        "remote/_served.py",
+        '        if self.kind == "websocket":\n',
+        "        if True:\n",
+        (
+            "tests/remote/test_serve_http.py::"
+            "test_an_agent_streaming_to_nobody_does_not_keep_a_vanished_client_alive",
+        ),
+    ),
+    Mutation(
+        "serve-idle-not-during-initialize",
+        "serve: a connection whose initialize awaits the agent is not idle",
+        "remote/_server.py",
+        "                if now - conn.last_activity < idle or conn.inflight.initializing:\n",
+        "                if now - conn.last_activity < idle:\n",
+        ("tests/remote/test_serve_security.py::test_an_agent_slow_to_answer_initialize_is_not_idle",),
+    ),
+    Mutation(
         "serve-loopback-without-token",
         "serve: a non-loopback bind without --token is refused",
         "remote/_server.py",

@@ -217,8 +217,8 @@ async def sdk_peer(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncItera
 # Peers installed by the test setup: the official SDKs at pinned versions, in a cache folder.
 #
 # ``<repo>/.cache/interop/`` (git-ignored; ``ACP_INTEROP_CACHE`` overrides it) holds one venv per
-# Python SDK version (``python -m venv`` + pip) and one npm folder for the TypeScript SDK (run
-# with the machine's ``node``). Each is reused when the installed version matches the pin, and
+# Python SDK version (``python -m venv`` + pip) and one npm folder for the TypeScript SDK and
+# ``ws`` (run with the machine's ``node``). Each is reused when the installed version matches the pin, and
 # installed at most once per test session (under a file lock, so parallel sessions do not race).
 # Whatever cannot be installed (no network, no node...) makes the tests that need it SKIP with
 # the reason -- or FAIL with ``ACP_INTEROP_REQUIRED=1``.
@@ -230,6 +230,10 @@ PY_SDK_VERSIONS = ("0.12.1", "1.0.0rc3")
 """``agent-client-protocol`` versions tested: the latest stable and the 1.0 pre-release."""
 TS_SDK_PACKAGE = "@agentclientprotocol/sdk"
 TS_SDK_VERSION = "2.4.0"
+TS_WS_PACKAGE = "ws"
+TS_WS_VERSION = "8.23.1"
+"""Installed next to the SDK: Node 20 has no global ``WebSocket``, so the remote peers
+(``ts_remote_client.mjs``, ``ts_remote_server.mjs``) hand the SDK ``ws``'s classes."""
 NODE_MIN = (20, 3)  # the TS peers use AbortSignal.any
 INSTALL_TIMEOUT = 150.0
 SCRIPT_TIMEOUT = 60.0
@@ -365,10 +369,16 @@ class PeerInstaller:
             need = ".".join(map(str, NODE_MIN))
             raise InstallError(f"node {raw} is too old: the TypeScript peers need Node.js {need}+")
         folder = self.cache / f"typescript-sdk-{TS_SDK_VERSION}"
-        manifest = folder / "node_modules" / Path(*TS_SDK_PACKAGE.split("/")) / "package.json"
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(manifest.read_text())["version"] == TS_SDK_VERSION:
-                return TypeScriptSdk(TS_SDK_VERSION, Path(node), folder)
+        pins = {TS_SDK_PACKAGE: TS_SDK_VERSION, TS_WS_PACKAGE: TS_WS_VERSION}
+
+        def installed(package: str) -> str | None:
+            manifest = folder / "node_modules" / Path(*package.split("/")) / "package.json"
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                return str(json.loads(manifest.read_text())["version"])
+            return None
+
+        if all(installed(package) == version for package, version in pins.items()):
+            return TypeScriptSdk(TS_SDK_VERSION, Path(node), folder)
         npm = shutil.which("npm")
         if npm is None:
             raise InstallError("no `npm` on PATH to install the TypeScript SDK")
@@ -377,18 +387,18 @@ class PeerInstaller:
         (folder / "package.json").write_text(
             json.dumps({"name": "acp-driver-interop-peers", "private": True, "type": "module"}) + "\n"
         )
-        spec = f"{TS_SDK_PACKAGE}@{TS_SDK_VERSION}"
+        specs = [f"{package}@{version}" for package, version in pins.items()]
         _run_install(
-            [npm, "install", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error", spec],
-            f"npm install {spec} (in {folder})",
+            [npm, "install", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error", *specs],
+            f"npm install {' '.join(specs)} (in {folder})",
             cwd=folder,
         )
-        try:
-            installed = json.loads(manifest.read_text())["version"]
-        except (OSError, ValueError) as exc:
-            raise InstallError(f"npm install {spec} left no readable {manifest}: {exc}") from exc
-        if installed != TS_SDK_VERSION:
-            raise InstallError(f"npm installed {TS_SDK_PACKAGE} {installed}, not {TS_SDK_VERSION}")
+        for package, version in pins.items():
+            have = installed(package)
+            if have is None:
+                raise InstallError(f"npm install {' '.join(specs)} left no readable {package} in {folder}")
+            if have != version:
+                raise InstallError(f"npm installed {package} {have}, not {version}")
         return TypeScriptSdk(TS_SDK_VERSION, Path(node), folder)
 
 

@@ -172,6 +172,22 @@ async def test_dropped_streams_then_idle_end_the_connection_through_the_ladder(m
     assert pid_gone(conn.backend.pid)
 
 
+async def test_an_agent_streaming_to_nobody_does_not_keep_a_vanished_client_alive(make_server: Any) -> None:
+    server = await make_server(idle_timeout=0.5, cancel_budget=1.0)
+    async with HttpClient.connect(server.url) as http:
+        sid = await _session(http)
+        await http.request(
+            "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 100000 5")}, sid
+        )
+        await http.next(sid)  # streaming
+        (conn,) = server.connections.values()
+    # The client vanished without a DELETE while its agent streams on: no stream is open, so
+    # the agent's output reaches nobody and must not count as activity; the idle timeout ends it.
+    await asyncio.wait_for(conn.wait_ended(), 30)
+    assert "idle" in (conn.end_reason or "")
+    assert pid_gone(conn.backend.pid)
+
+
 def _post(http: HttpClient, body: bytes, headers: dict[str, str]) -> Any:
     return http.client.post(http.url, content=body, headers=headers)
 

@@ -103,7 +103,10 @@ class ServedConnection:
     # ------------------------------------------------------------------ agent -> client
 
     def _from_agent(self, item: bytes | OversizedLine) -> None:
-        self.last_activity = self.loop.time()
+        if self.kind == "websocket":
+            # Over HTTP the idle rule is about the client: output of a connection with no stream
+            # open reaches nobody, so an agent that keeps streaming must not keep it alive.
+            self.last_activity = self.loop.time()
         if isinstance(item, OversizedLine):
             logger.warning(
                 "%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit
