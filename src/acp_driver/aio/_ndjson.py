@@ -3,8 +3,9 @@
 ``NdjsonTransport`` implements the message-level ``Transport`` over any asyncio byte write
 transport: it frames what it sends (one line per message) and splits what it reads into lines
 with the core's ``LineFramer``. Pipes use asyncio's pipe transports directly (no task per
-message); regular files, which asyncio cannot watch, fall back to a reader thread and blocking
-writes; any ``StreamReader``/``StreamWriter`` pair works through a pump task.
+message); regular files and devices such as ``/dev/null``, which epoll cannot watch, fall back
+to a reader thread and blocking writes; any ``StreamReader``/``StreamWriter`` pair works through
+a pump task.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -160,20 +162,32 @@ def _thread_reader(transport: NdjsonTransport, fd: int, name: str) -> None:
     threading.Thread(target=run, name=f"{name}-reader", daemon=True).start()
 
 
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: a pipe, a socket or a terminal.
+
+    asyncio's pipe transports also accept other character devices, but epoll refuses them
+    (``/dev/null`` gives EPERM, in a callback): the transport would never read, and an agent
+    started with ``< /dev/null`` would wait forever instead of seeing end of input.
+    """
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
 async def open_pipes(conn: Connection, read_pipe: Any, write_pipe: Any) -> NdjsonTransport:
-    """Attach ``conn`` to two file objects (pipes, sockets, ttys; regular files via fallbacks)."""
+    """Attach ``conn`` to two file objects: pipes, sockets and terminals through the event loop;
+    anything else (regular files, ``/dev/null``) through a reader thread and blocking writes."""
     loop = asyncio.get_running_loop()
-    try:
-        wt: asyncio.WriteTransport
+    wt: asyncio.WriteTransport
+    if _pollable(write_pipe.fileno()):
         wt, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(conn), write_pipe)
-    except ValueError:  # not a pipe: a regular file
+    else:
         wt = _BlockingWriteTransport(conn, os.dup(write_pipe.fileno()))
     transport = NdjsonTransport(conn, wt)
-    try:
+    if _pollable(read_pipe.fileno()):
         rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
         transport.add_closer(rt.close)
         conn.attach(transport)
-    except ValueError:
+    else:
         conn.attach(transport)
         _thread_reader(transport, read_pipe.fileno(), conn.name)
     return transport
