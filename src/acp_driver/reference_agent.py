@@ -31,7 +31,6 @@ Extension methods: ``_acp_driver/echo`` (returns its params) and ``_acp_driver/s
 from __future__ import annotations
 
 import asyncio
-import shlex
 import signal
 import time
 from typing import Any
@@ -113,6 +112,8 @@ class ReferenceAgent(Agent):
 
     async def _command(self, turn: Turn, line: str) -> str | None:
         try:
+            import shlex  # slash commands only: not at start-up
+
             argv = shlex.split(line)
         except ValueError as exc:
             await turn.message(f"error: cannot parse command: {exc}\n")

@@ -1,37 +1,72 @@
-"""asyncio adapters: the connection (tasks, futures, one writer), transports, child processes."""
+"""asyncio adapters: the connection (tasks, futures, one writer), transports, child processes.
 
-from ._agent_process import AgentProcess
-from ._clock import Clock, LoopClock, Timer
-from ._connection import Connection
-from ._context import RequestContext, current_request
-from ._ndjson import NdjsonTransport, open_pipes, open_stdio, open_streams
-from ._process import ProcessGroup, StderrTail, drain_pipe, exit_description, supervision_available
-from ._requesting import PendingRequest
-from ._serving import NotificationHandler, RequestHandler
-from ._state import State
-from ._transport import Transport, TransportReceiver
+Names load lazily (``acp_driver._lazy``): an agent does not import the process supervision.
+"""
 
-__all__ = [
-    "AgentProcess",
-    "Clock",
-    "Connection",
-    "LoopClock",
-    "NdjsonTransport",
-    "NotificationHandler",
-    "PendingRequest",
-    "ProcessGroup",
-    "RequestContext",
-    "RequestHandler",
-    "State",
-    "StderrTail",
-    "Timer",
-    "Transport",
-    "TransportReceiver",
-    "current_request",
-    "drain_pipe",
-    "exit_description",
-    "open_pipes",
-    "open_stdio",
-    "open_streams",
-    "supervision_available",
-]
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._agent_process": ("AgentProcess",),
+        "._clock": (
+            "Clock",
+            "LoopClock",
+            "Timer",
+        ),
+        "._connection": ("Connection",),
+        "._context": (
+            "RequestContext",
+            "current_request",
+        ),
+        "._ndjson": (
+            "NdjsonTransport",
+            "open_pipes",
+            "open_stdio",
+            "open_streams",
+        ),
+        "._process": (
+            "ProcessGroup",
+            "StderrTail",
+            "drain_pipe",
+            "exit_description",
+            "supervision_available",
+        ),
+        "._requesting": ("PendingRequest",),
+        "._serving": (
+            "NotificationHandler",
+            "RequestHandler",
+        ),
+        "._state": ("State",),
+        "._transport": (
+            "Transport",
+            "TransportReceiver",
+        ),
+    },
+)
+
+if TYPE_CHECKING:
+    from ._agent_process import AgentProcess as AgentProcess
+    from ._clock import Clock as Clock
+    from ._clock import LoopClock as LoopClock
+    from ._clock import Timer as Timer
+    from ._connection import Connection as Connection
+    from ._context import RequestContext as RequestContext
+    from ._context import current_request as current_request
+    from ._ndjson import NdjsonTransport as NdjsonTransport
+    from ._ndjson import open_pipes as open_pipes
+    from ._ndjson import open_stdio as open_stdio
+    from ._ndjson import open_streams as open_streams
+    from ._process import ProcessGroup as ProcessGroup
+    from ._process import StderrTail as StderrTail
+    from ._process import drain_pipe as drain_pipe
+    from ._process import exit_description as exit_description
+    from ._process import supervision_available as supervision_available
+    from ._requesting import PendingRequest as PendingRequest
+    from ._serving import NotificationHandler as NotificationHandler
+    from ._serving import RequestHandler as RequestHandler
+    from ._state import State as State
+    from ._transport import Transport as Transport
+    from ._transport import TransportReceiver as TransportReceiver

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import signal
 from collections.abc import Sequence
 
 
-def agent_main(argv: Sequence[str]) -> int:
+def _options(argv: list[str]) -> tuple[str, int]:
+    """``(behavior, verbosity)`` from the command line."""
+    import argparse
+
     from ..reference_agent import BEHAVIORS, __doc__
 
     parser = argparse.ArgumentParser(
@@ -21,10 +23,17 @@ def agent_main(argv: Sequence[str]) -> int:
         "--behavior", choices=BEHAVIORS, default="polite", help="misbehave like real agents do"
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr (-vv for debug)")
-    opts = parser.parse_args(list(argv))
-    if opts.verbose:
+    opts = parser.parse_args(argv)
+    return opts.behavior, opts.verbose
+
+
+def agent_main(argv: Sequence[str]) -> int:
+    # Hosts start it without options: then no parser, which is a tenth of the agent's start-up
+    # (argparse's help formatter imports shutil and, through it, the compression modules).
+    behavior, verbose = _options(list(argv)) if argv else ("polite", 0)
+    if verbose:
         logging.basicConfig(
-            level=logging.DEBUG if opts.verbose > 1 else logging.INFO,
+            level=logging.DEBUG if verbose > 1 else logging.INFO,
             format="agent %(levelname)s %(name)s: %(message)s",
         )
     from ..reference_agent import main
@@ -33,5 +42,5 @@ def agent_main(argv: Sequence[str]) -> int:
     # the Unix way, killed by SIGINT: a KeyboardInterrupt would surface inside one of the event
     # loop's tasks and print its traceback.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    main(opts.behavior)
+    main(behavior)
     return 0

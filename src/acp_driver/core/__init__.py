@@ -1,90 +1,133 @@
 """The sans-IO core: framing, JSON-RPC envelopes, in-flight ledgers, the cancel ladder. No I/O, no clock.
 
-Imports nothing from asyncio, subprocess, os or time (a test keeps it that way).
+Imports nothing from asyncio, subprocess, os or time (a test keeps it that way). Names load
+lazily (``acp_driver._lazy``): an agent does not import the host's turn machine and ladder.
 """
 
-from ._agent_turn import AGENT_TURN_TRANSITIONS, AgentTurnEvent, AgentTurnMachine, AgentTurnState
-from ._connection import CANCEL_REQUEST_METHOD, Connection, Received, Tracer, is_request_id
-from ._errors import (
-    AcpError,
-    ConnectionClosedError,
-    ErrorCode,
-    LocalProtocolError,
-    RemoteProtocolError,
-    RequestCancelledError,
-    RequestTimeoutError,
-    RpcError,
-    error_from_object,
-)
-from ._events import (
-    CancelRequest,
-    EndOfInput,
-    ErrorResponse,
-    Event,
-    Ignored,
-    Notification,
-    ProtocolViolation,
-    Quiet,
-    Request,
-    RequestId,
-    Response,
-    Violation,
-    worth_logging,
-)
-from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
-from ._ladder import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
-from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome, Tombstone
-from ._turn import TRANSITIONS, Observation, Seen, Step, TurnMachine, TurnState
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AGENT_TURN_TRANSITIONS",
-    "CANCEL_REQUEST_METHOD",
-    "DEFAULT_BUDGET",
-    "DEFAULT_MAX_LINE_BYTES",
-    "DEFAULT_TOMBSTONES",
-    "TRANSITIONS",
-    "AcpError",
-    "AgentTurnEvent",
-    "AgentTurnMachine",
-    "AgentTurnState",
-    "CancelLadder",
-    "CancelRequest",
-    "Connection",
-    "ConnectionClosedError",
-    "EndOfInput",
-    "ErrorCode",
-    "ErrorResponse",
-    "Event",
-    "Ignored",
-    "InFlight",
-    "LadderPolicy",
-    "Ledger",
-    "LineFramer",
-    "LocalProtocolError",
-    "Notification",
-    "Observation",
-    "Outcome",
-    "OversizedLine",
-    "ProtocolViolation",
-    "Quiet",
-    "Received",
-    "RemoteProtocolError",
-    "Request",
-    "RequestCancelledError",
-    "RequestId",
-    "RequestTimeoutError",
-    "Resolution",
-    "Response",
-    "RpcError",
-    "Rung",
-    "Seen",
-    "Step",
-    "Tombstone",
-    "Tracer",
-    "TurnMachine",
-    "TurnState",
-    "Violation",
-    "error_from_object",
-    "is_request_id",
-    "worth_logging",
-]
+from .._lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._agent_turn": (
+            "AGENT_TURN_TRANSITIONS",
+            "AgentTurnEvent",
+            "AgentTurnMachine",
+            "AgentTurnState",
+        ),
+        "._connection": (
+            "CANCEL_REQUEST_METHOD",
+            "Connection",
+            "Received",
+            "Tracer",
+            "is_request_id",
+        ),
+        "._errors": (
+            "AcpError",
+            "ConnectionClosedError",
+            "ErrorCode",
+            "LocalProtocolError",
+            "RemoteProtocolError",
+            "RequestCancelledError",
+            "RequestTimeoutError",
+            "RpcError",
+            "error_from_object",
+        ),
+        "._events": (
+            "CancelRequest",
+            "EndOfInput",
+            "ErrorResponse",
+            "Event",
+            "Ignored",
+            "Notification",
+            "ProtocolViolation",
+            "Quiet",
+            "Request",
+            "RequestId",
+            "Response",
+            "Violation",
+            "worth_logging",
+        ),
+        "._framing": (
+            "DEFAULT_MAX_LINE_BYTES",
+            "LineFramer",
+            "OversizedLine",
+        ),
+        "._ladder": (
+            "DEFAULT_BUDGET",
+            "CancelLadder",
+            "LadderPolicy",
+            "Resolution",
+            "Rung",
+        ),
+        "._ledger": (
+            "DEFAULT_TOMBSTONES",
+            "InFlight",
+            "Ledger",
+            "Outcome",
+            "Tombstone",
+        ),
+        "._turn": (
+            "TRANSITIONS",
+            "Observation",
+            "Seen",
+            "Step",
+            "TurnMachine",
+            "TurnState",
+        ),
+    },
+)
+
+if TYPE_CHECKING:
+    from ._agent_turn import AGENT_TURN_TRANSITIONS as AGENT_TURN_TRANSITIONS
+    from ._agent_turn import AgentTurnEvent as AgentTurnEvent
+    from ._agent_turn import AgentTurnMachine as AgentTurnMachine
+    from ._agent_turn import AgentTurnState as AgentTurnState
+    from ._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
+    from ._connection import Connection as Connection
+    from ._connection import Received as Received
+    from ._connection import Tracer as Tracer
+    from ._connection import is_request_id as is_request_id
+    from ._errors import AcpError as AcpError
+    from ._errors import ConnectionClosedError as ConnectionClosedError
+    from ._errors import ErrorCode as ErrorCode
+    from ._errors import LocalProtocolError as LocalProtocolError
+    from ._errors import RemoteProtocolError as RemoteProtocolError
+    from ._errors import RequestCancelledError as RequestCancelledError
+    from ._errors import RequestTimeoutError as RequestTimeoutError
+    from ._errors import RpcError as RpcError
+    from ._errors import error_from_object as error_from_object
+    from ._events import CancelRequest as CancelRequest
+    from ._events import EndOfInput as EndOfInput
+    from ._events import ErrorResponse as ErrorResponse
+    from ._events import Event as Event
+    from ._events import Ignored as Ignored
+    from ._events import Notification as Notification
+    from ._events import ProtocolViolation as ProtocolViolation
+    from ._events import Quiet as Quiet
+    from ._events import Request as Request
+    from ._events import RequestId as RequestId
+    from ._events import Response as Response
+    from ._events import Violation as Violation
+    from ._events import worth_logging as worth_logging
+    from ._framing import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
+    from ._framing import LineFramer as LineFramer
+    from ._framing import OversizedLine as OversizedLine
+    from ._ladder import DEFAULT_BUDGET as DEFAULT_BUDGET
+    from ._ladder import CancelLadder as CancelLadder
+    from ._ladder import LadderPolicy as LadderPolicy
+    from ._ladder import Resolution as Resolution
+    from ._ladder import Rung as Rung
+    from ._ledger import DEFAULT_TOMBSTONES as DEFAULT_TOMBSTONES
+    from ._ledger import InFlight as InFlight
+    from ._ledger import Ledger as Ledger
+    from ._ledger import Outcome as Outcome
+    from ._ledger import Tombstone as Tombstone
+    from ._turn import TRANSITIONS as TRANSITIONS
+    from ._turn import Observation as Observation
+    from ._turn import Seen as Seen
+    from ._turn import Step as Step
+    from ._turn import TurnMachine as TurnMachine
+    from ._turn import TurnState as TurnState
