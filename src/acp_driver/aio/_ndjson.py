@@ -143,11 +143,16 @@ class _BlockingWriteTransport(asyncio.WriteTransport):
         return 0
 
 
-def _thread_reader(transport: NdjsonTransport, fd: int, name: str) -> None:
-    """Read ``fd`` in a thread (for regular files) and feed the transport."""
+def _thread_reader(transport: NdjsonTransport, file: Any, name: str) -> None:
+    """Read ``file`` in a thread (for regular files and devices) and feed the transport.
+
+    The thread holds ``file`` until it is done: were it collected (the caller's reference gone),
+    its descriptor would close under the thread, which then read nothing at all.
+    """
     loop = asyncio.get_running_loop()
 
     def run() -> None:
+        fd = file.fileno()
         try:
             while True:
                 data = os.read(fd, READ_CHUNK)
@@ -189,7 +194,7 @@ async def open_pipes(conn: Connection, read_pipe: Any, write_pipe: Any) -> Ndjso
         conn.attach(transport)
     else:
         conn.attach(transport)
-        _thread_reader(transport, read_pipe.fileno(), conn.name)
+        _thread_reader(transport, read_pipe, conn.name)
     return transport
 
 
