@@ -20,7 +20,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+import pytest
 
+from acp_driver.reference_agent import ReferenceAgent
 from acp_driver.remote import RemoteServer
 
 from ..waiting import eventually
@@ -107,8 +109,14 @@ def only_connection(server: RemoteServer) -> Any:
     return next(iter(server.connections.values()))
 
 
-async def test_a_slow_websocket_client_pauses_the_agent_and_loses_nothing(make_server: Any) -> None:
-    server = await make_server(max_buffered_bytes=BOUND)
+@pytest.mark.parametrize("served", ["subprocess", "in-process"])
+async def test_a_slow_websocket_client_pauses_the_agent_and_loses_nothing(
+    make_server: Any, served: str
+) -> None:
+    # In-process, the agent's updates wait (its connection is paused) as a subprocess's writes
+    # block on its full stdout pipe.
+    agent = (lambda: ReferenceAgent("polite")) if served == "in-process" else None
+    server = await make_server(agent=agent, max_buffered_bytes=BOUND)
     client = await RawWs.connect(serving.ws_url(server.url))
     try:
         await client.answer_of(await client.request("initialize", INIT_PARAMS))
@@ -131,8 +139,12 @@ async def test_a_slow_websocket_client_pauses_the_agent_and_loses_nothing(make_s
         client.close()
 
 
-async def test_a_client_that_reads_nothing_is_ended_after_the_idle_timeout(make_server: Any) -> None:
-    server = await make_server(max_buffered_bytes=BOUND, idle_timeout=0.5)
+@pytest.mark.parametrize("served", ["subprocess", "in-process"])
+async def test_a_client_that_reads_nothing_is_ended_after_the_idle_timeout(
+    make_server: Any, served: str
+) -> None:
+    agent = (lambda: ReferenceAgent("polite")) if served == "in-process" else None
+    server = await make_server(agent=agent, max_buffered_bytes=BOUND, idle_timeout=0.5)
     client = await RawWs.connect(serving.ws_url(server.url))
     try:
         await client.answer_of(await client.request("initialize", INIT_PARAMS))
@@ -142,10 +154,13 @@ async def test_a_client_that_reads_nothing_is_ended_after_the_idle_timeout(make_
             "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 10000000 0")}
         )
         conn = only_connection(server)
-        pid = conn.backend.pid
+        backend = conn.backend
         await eventually(lambda: conn.end_reason is not None, "the stalled connection ended")
         assert conn.end_reason == "the client read none of the agent's output for 0.5 s"
-        await eventually(lambda: pid_gone(pid), "the agent reaped")
+        if backend.pid is not None:
+            await eventually(lambda: pid_gone(backend.pid), "the agent reaped")
+        await eventually(lambda: backend.exited, "the agent's runtime closed")
+        await eventually(lambda: server.connections == {}, "the connection reaped")
     finally:
         client.close()
 

@@ -92,10 +92,12 @@ class InProcessBackend:
             self.connection.feed_messages(items)
 
     def pause_output(self) -> None:
-        pass  # its sends cannot wait: its output is bounded by the outlets' hard limit only
+        # The runtime's connection is told its transport is full: the agent's next update
+        # (``notify``) waits until the client has read, as a subprocess agent blocks on its pipe.
+        self.connection.pause_writing()
 
     def resume_output(self) -> None:
-        pass
+        self.connection.resume_writing()
 
     @property
     def send_backlog(self) -> int:
