@@ -234,6 +234,10 @@ TS_WS_PACKAGE = "ws"
 TS_WS_VERSION = "8.23.1"
 """Installed next to the SDK: Node 20 has no global ``WebSocket``, so the remote peers
 (``ts_remote_client.mjs``, ``ts_remote_server.mjs``) hand the SDK ``ws``'s classes."""
+CODEX_ACP_PACKAGE = "@zed-industries/codex-acp"
+CODEX_ACP_VERSION = "0.16.0"
+"""A real agent, not built on an SDK's runtime we test elsewhere: Zed's Codex adapter (Rust; the
+npm package is a node launcher for the native binary of the platform's optional package)."""
 NODE_MIN = (20, 3)  # the TS peers use AbortSignal.any
 INSTALL_TIMEOUT = 150.0
 SCRIPT_TIMEOUT = 60.0
@@ -252,6 +256,13 @@ class PythonSdk:
     def has_cancel_request(self) -> bool:
         """``$/cancel_request`` support arrived in the SDK's 1.0 line."""
         return Version(self.version).release >= (1,)
+
+
+@dataclass(frozen=True)
+class NpmAgent:
+    version: str
+    argv: tuple[str, ...]
+    """How to start it: the machine's node and the package's launcher."""
 
 
 @dataclass(frozen=True)
@@ -293,7 +304,7 @@ class PeerInstaller:
 
     def __init__(self, cache: Path) -> None:
         self.cache = cache
-        self._done: dict[str, PythonSdk | TypeScriptSdk | InstallError] = {}
+        self._done: dict[str, PythonSdk | TypeScriptSdk | NpmAgent | InstallError] = {}
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -305,7 +316,7 @@ class PeerInstaller:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _once(self, key: str, install: Callable[[], PythonSdk | TypeScriptSdk]) -> Any:
+    def _once(self, key: str, install: Callable[[], PythonSdk | TypeScriptSdk | NpmAgent]) -> Any:
         if key not in self._done:
             try:
                 with self._locked():
@@ -326,6 +337,43 @@ class PeerInstaller:
     def typescript_sdk(self) -> TypeScriptSdk:
         """A folder with ``@agentclientprotocol/sdk@TS_SDK_VERSION`` and the machine's node."""
         return self._once("ts", self._install_typescript_sdk)  # type: ignore[no-any-return]
+
+    def codex_acp(self) -> NpmAgent:
+        """``@zed-industries/codex-acp@CODEX_ACP_VERSION`` in its own npm folder."""
+        return self._once("codex-acp", self._install_codex_acp)  # type: ignore[no-any-return]
+
+    def _install_codex_acp(self) -> NpmAgent:
+        node, npm = shutil.which("node"), shutil.which("npm")
+        if node is None or npm is None:
+            raise InstallError("no `node` and `npm` on PATH (codex-acp's launcher runs on Node.js)")
+        folder = self.cache / f"codex-acp-{CODEX_ACP_VERSION}"
+        package = folder / "node_modules" / Path(*CODEX_ACP_PACKAGE.split("/"))
+        launcher = package / "bin" / "codex-acp.js"
+
+        def installed() -> str | None:
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+                return str(json.loads((package / "package.json").read_text())["version"])
+            return None
+
+        if installed() != CODEX_ACP_VERSION:
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            (folder / "package.json").write_text(
+                json.dumps({"name": "acp-driver-real-agents", "private": True}) + "\n"
+            )
+            spec = f"{CODEX_ACP_PACKAGE}@{CODEX_ACP_VERSION}"
+            _run_install(
+                [npm, "install", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error", spec],
+                f"npm install {spec} (in {folder})",
+                cwd=folder,
+            )
+            if installed() != CODEX_ACP_VERSION:
+                raise InstallError(
+                    f"npm install {spec} left no {CODEX_ACP_PACKAGE} {CODEX_ACP_VERSION} in {folder}"
+                )
+        if not launcher.exists():
+            raise InstallError(f"{launcher} is missing")
+        return NpmAgent(CODEX_ACP_VERSION, (node, str(launcher)))
 
     def _install_python_sdk(self, version: str) -> PythonSdk:
         venv = self.cache / f"python-sdk-{version}"
