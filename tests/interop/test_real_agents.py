@@ -1,26 +1,30 @@
 """A real agent we did not write, on none of the SDK runtimes tested elsewhere: Zed's ``codex-acp``
 (the Codex adapter, Rust; npm ``@zed-industries/codex-acp``, a node launcher for the native
 binary). No credentials or network are needed: an environment-variable auth method takes a fake
-key, and the model provider is pointed at a local endpoint that accepts the request and never
-answers -- a turn busy on its model, the case where a cancel must land.
+key, and the model provider is pointed at a local fake of the OpenAI Responses endpoint whose
+answers each test scripts: words streamed as text deltas, an endless stream, or silence (a turn
+busy on its model).
 
-The agent's request to that endpoint is the event the tests wait for before cancelling (the turn
-is then really in flight). Checked: ``session/cancel`` ends the turn ``cancelled`` (the ladder's
-first rung suffices), the next turn is not disturbed, and no process of the agent survives --
-launched by the driver, and behind ``serve`` over WebSocket and Streamable HTTP when the
-connection ends mid-turn.
+Checked, launched by our driver and behind ``serve`` over WebSocket and Streamable HTTP: the
+deltas arrive as typed ``agent_message_chunk`` updates and the turn ends ``end_turn``;
+``session/cancel`` ends a turn busy on the model and a turn streaming, ``cancelled``, at the
+ladder's first rung (the agent's request to the model, or the chunks seen, are the events waited
+on before cancelling); the next turn gets its own words and nothing of the cancelled stream; no
+codex-acp process survives the shutdown, and ``serve`` reaps it when the connection ends mid-turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from acp_driver.driver import RemoteAgent, Resolution, connect, launch
+from acp_driver.driver import AgentMessageChunk, RemoteAgent, Resolution, connect, launch
 
 from ..remote.serving import ServeProcess, descendants
 from ..waiting import eventually
@@ -31,10 +35,17 @@ pytestmark = pytest.mark.interop
 LIMIT = 60  # seconds: a bound on each test, never a timing assertion
 
 
-class SilentModel:
-    """An HTTP endpoint that reads each request's head and never answers."""
+class FakeModel:
+    """An OpenAI Responses endpoint (``POST /v1/responses``, answered with server-sent events)
+    whose answers the test scripts, one per request, in order:
+
+    - ``("words", prefix, n)``: the words ``prefix0 .. prefix{n-1}`` as text deltas, then done;
+    - ``("endless", prefix)``: a word every 20 ms until the agent hangs up;
+    - ``("silent",)`` (also when the script is empty): the request is read, never answered.
+    """
 
     def __init__(self) -> None:
+        self.script: list[tuple[Any, ...]] = []
         self.requests: list[bytes] = []
         self.asked = asyncio.Event()
         self._held: list[asyncio.StreamWriter] = []
@@ -49,10 +60,52 @@ class SilentModel:
         self._held.append(writer)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            await reader.readexactly(length)
+            self.requests.append(head)
+            self.asked.set()
+            if not head.startswith(b"POST /v1/responses"):
+                writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                return
+            step = self.script.pop(0) if self.script else ("silent",)
+            if step[0] == "silent":
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+            writer.write(_event({"type": "response.created", "response": {"id": "resp"}}))
+            item = {"type": "message", "role": "assistant", "id": "msg"}
+            writer.write(
+                _event(
+                    {"type": "response.output_item.added", "output_index": 0, "item": {**item, "content": []}}
+                )
+            )
+            words: list[str] = []
+            i = 0
+            while step[0] == "endless" or i < step[2]:
+                words.append(f"{step[1]}{i} ")
+                delta = {"item_id": "msg", "output_index": 0, "content_index": 0, "delta": words[-1]}
+                writer.write(_event({"type": "response.output_text.delta", **delta}))
+                await writer.drain()
+                if step[0] == "endless":
+                    await asyncio.sleep(0.02)
+                i += 1
+            content = [{"type": "output_text", "text": "".join(words), "annotations": []}]
+            writer.write(
+                _event(
+                    {
+                        "type": "response.output_item.done",
+                        "output_index": 0,
+                        "item": {**item, "content": content},
+                    }
+                )
+            )
+            usage = {"input_tokens": 1, "output_tokens": i, "total_tokens": i + 1}
+            writer.write(_event({"type": "response.completed", "response": {"id": "resp", "usage": usage}}))
+            await writer.drain()
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
-            return
-        self.requests.append(head)
-        self.asked.set()
+            return  # the agent hung up (a cancelled turn)
 
     async def next_request(self) -> bytes:
         """Wait for the agent's next request to the model."""
@@ -70,6 +123,10 @@ class SilentModel:
             await self._server.wait_closed()
 
 
+def _event(data: dict[str, Any]) -> bytes:
+    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+
+
 @pytest.fixture
 def codex(interop_peers: PeerInstaller) -> NpmAgent:
     try:
@@ -79,11 +136,11 @@ def codex(interop_peers: PeerInstaller) -> NpmAgent:
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[SilentModel]:
-    silent = SilentModel()
-    await silent.start()
-    yield silent
-    await silent.close()
+async def model() -> AsyncIterator[FakeModel]:
+    fake = FakeModel()
+    await fake.start()
+    yield fake
+    await fake.close()
 
 
 def codex_env(home: Path, port: int) -> dict[str, str]:
@@ -110,41 +167,69 @@ def codex_processes() -> list[int]:
     return found
 
 
-async def cancel_a_busy_turn(agent: RemoteAgent, model: SilentModel, cwd: Path) -> None:
-    """A turn waits on the silent model; ``session/cancel`` ends it cancelled, twice in a row."""
+def words_in(texts: list[str], prefix: str) -> list[str]:
+    return [w for t in texts for w in t.split() if w.startswith(prefix) and w[len(prefix) :].isdigit()]
+
+
+async def exercise(agent: RemoteAgent, model: FakeModel, cwd: Path) -> None:
+    """Stream a turn, cancel one busy on its model and one streaming, then stream another."""
     await agent.authenticate("openai-api-key")
     session = await agent.new_session(cwd)
-    for _ in range(2):  # the second turn: nothing of the first is credited to it
-        turn = session.prompt("say hi")
-        head = await model.next_request()
-        assert head.startswith(b"POST /v1/responses"), head
-        outcome = await turn.cancel()
-        assert outcome.resolution is Resolution.CANCELLED, outcome
-        assert outcome.steps == ("session_cancel",), outcome
-        result = await turn
-        assert result.stop_reason == "cancelled", result
+    # 1. A streamed answer: each delta an agent_message_chunk, then end_turn.
+    model.script.append(("words", "a", 5))
+    turn = session.prompt("say five words")
+    texts = [u.text async for u in turn if isinstance(u, AgentMessageChunk)]
+    assert (await turn).stop_reason == "end_turn"
+    assert words_in(texts, "a") == ["a0", "a1", "a2", "a3", "a4"], texts
+    # 2. Busy on a model that does not answer: session/cancel ends it cancelled.
+    turn = session.prompt("say hi")
+    assert (await model.next_request()).startswith(b"POST /v1/responses")
+    outcome = await turn.cancel()
+    assert outcome.resolution is Resolution.CANCELLED, outcome
+    assert outcome.steps == ("session_cancel",), outcome
+    assert (await turn).stop_reason == "cancelled"
+    # 3. Cancelled while streaming: after three chunks.
+    model.script.append(("endless", "b"))
+    turn = session.prompt("talk forever")
+    seen = 0
+    async for update in turn:
+        if isinstance(update, AgentMessageChunk) and words_in([update.text], "b"):
+            seen += 1
+            if seen == 3:
+                break
+    outcome = await turn.cancel()
+    assert outcome.resolution is Resolution.CANCELLED, outcome
+    assert outcome.steps == ("session_cancel",), outcome
+    assert (await turn).stop_reason == "cancelled"
+    # 4. The next turn gets its own words only: nothing of the cancelled stream.
+    model.script.append(("words", "c", 2))
+    turn = session.prompt("say two words")
+    texts = [u.text async for u in turn if isinstance(u, AgentMessageChunk)]
+    assert (await turn).stop_reason == "end_turn"
+    assert words_in(texts, "c") == ["c0", "c1"], texts
+    assert words_in(texts, "b") == [], texts
 
 
 async def test_codex_launched_cancels_a_turn_busy_on_its_model(
-    codex: NpmAgent, model: SilentModel, tmp_path: Path
+    codex: NpmAgent, model: FakeModel, tmp_path: Path
 ) -> None:
     async with asyncio.timeout(LIMIT):
         agent = await launch(codex.argv, env=codex_env(tmp_path / "home", model.port), cwd=tmp_path)
         async with agent:
             assert agent.info.get("name") == "codex-acp", agent.info
-            await cancel_a_busy_turn(agent, model, tmp_path)
+            await exercise(agent, model, tmp_path)
             assert codex_processes(), "the agent is not running"
     await eventually(lambda: not codex_processes(), "no codex-acp process left")
 
 
 @pytest.mark.parametrize("scheme", ["ws", "http"])
-async def test_codex_behind_serve(codex: NpmAgent, model: SilentModel, tmp_path: Path, scheme: str) -> None:
+async def test_codex_behind_serve(codex: NpmAgent, model: FakeModel, tmp_path: Path, scheme: str) -> None:
     env = codex_env(tmp_path / "home", model.port)
     async with ServeProcess.start("--cancel-budget", "4", "--", *codex.argv, env=env) as serve:
         url = scheme + serve.url[len("http") :]
         async with asyncio.timeout(LIMIT):
             async with await connect(url) as agent:
-                await cancel_a_busy_turn(agent, model, tmp_path)
+                await exercise(agent, model, tmp_path)
                 # The connection ends mid-turn: serve cancels the turn and reaps the agent.
                 session = await agent.new_session(tmp_path)
                 session.prompt("say hi")
