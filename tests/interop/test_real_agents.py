@@ -11,6 +11,7 @@ deltas arrive as typed ``agent_message_chunk`` updates and the turn ends ``end_t
 ladder's first rung (the agent's request to the model, or the chunks seen, are the events waited
 on before cancelling); the next turn gets its own words and nothing of the cancelled stream; no
 codex-acp process survives the shutdown, and ``serve`` reaps it when the connection ends mid-turn.
+And ``acp-driver check`` on it: the verdicts it earns (two rules broken, as real agents do).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
+import sys
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +44,13 @@ class FakeModel:
     - ``("words", prefix, n)``: the words ``prefix0 .. prefix{n-1}`` as text deltas, then done;
     - ``("endless", prefix)``: a word every 20 ms until the agent hangs up;
     - ``("silent",)`` (also when the script is empty): the request is read, never answered.
+
+    With ``decide`` set, it picks the answer from the request's body instead.
     """
 
     def __init__(self) -> None:
         self.script: list[tuple[Any, ...]] = []
+        self.decide: Callable[[bytes], tuple[Any, ...]] | None = None
         self.requests: list[bytes] = []
         self.asked = asyncio.Event()
         self._held: list[asyncio.StreamWriter] = []
@@ -64,13 +69,16 @@ class FakeModel:
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
-            await reader.readexactly(length)
+            body = await reader.readexactly(length)
             self.requests.append(head)
             self.asked.set()
             if not head.startswith(b"POST /v1/responses"):
                 writer.write(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                 return
-            step = self.script.pop(0) if self.script else ("silent",)
+            if self.decide is not None:
+                step = self.decide(body)
+            else:
+                step = self.script.pop(0) if self.script else ("silent",)
             if step[0] == "silent":
                 return
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
@@ -236,3 +244,45 @@ async def test_codex_behind_serve(codex: NpmAgent, model: FakeModel, tmp_path: P
                 await model.next_request()
                 assert descendants(serve.process.pid), "serve runs no agent"
             await eventually(lambda: not descendants(serve.process.pid), "serve reaped codex-acp")
+
+
+async def test_check_judges_codex(codex: NpmAgent, model: FakeModel, tmp_path: Path) -> None:
+    """``acp-driver check`` on a real agent: its cancels land, and it breaks two rules real agents
+    break -- it answers notifications (id-less ``-32601`` errors) and ignores stdin EOF (the
+    audit kills its process group)."""
+
+    def by_prompt(body: bytes) -> tuple[Any, ...]:
+        # The body holds the whole conversation: the latest of the two markers is this prompt's.
+        return (
+            ("endless", "b")
+            if body.rfind(b"BUSY-PROMPT") > body.rfind(b"QUICK-PROMPT")
+            else ("words", "q", 2)
+        )
+
+    model.decide = by_prompt
+    env = codex_env(tmp_path / "home", model.port)
+    argv = ["--json", "--auth", "openai-api-key", "--timeout", "5"]
+    argv += ["--busy-prompt", "BUSY-PROMPT talk forever", "--quick-prompt", "QUICK-PROMPT say two words"]
+    check = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "acp_driver", "check", *argv, "--", *codex.argv,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(4 * LIMIT):
+        out, err = await check.communicate()
+    report = json.loads(out)
+    verdicts = {r["rule"]: (r["level"], r["result"], r["evidence"]) for r in report["results"]}
+    assert check.returncode == 5, (check.returncode, verdicts, err.decode()[-2000:])
+    assert report["agentInfo"]["name"] == "codex-acp"
+    assert verdicts["session/cancel answered stopReason cancelled"][:2] == ("MUST", "pass"), verdicts
+    assert verdicts["no turn update after the prompt response"][:2] == ("MUST", "pass"), verdicts
+    assert verdicts["cancel on an idle session does not poison the next turn"][:2] == ("MUST", "pass"), (
+        verdicts
+    )
+    level, result, evidence = verdicts["no reply to any notification"]
+    assert (level, result) == ("MUST", "fail"), verdicts
+    assert "without an id" in evidence, evidence
+    assert "-32601" in evidence, evidence
+    level, result, evidence = verdicts["exits after stdin EOF"]
+    assert (level, result) == ("SHOULD", "fail"), verdicts
+    assert "killed its process group" in evidence, evidence
+    await eventually(lambda: not codex_processes(), "no codex-acp process left after the audit")
