@@ -524,6 +524,51 @@ MUTATIONS = [
             "tests/remote/test_serve_security.py::test_the_token_from_a_file_or_the_environment_never_on_the_command_line",
         ),
     ),
+    Mutation(
+        "relay-lone-surrogates-from-agent",
+        "serve: an agent's line with a lone-surrogate escape (valid JSON) is relayed, not dropped",
+        "remote/_served.py",
+        "            message = parse_json(item)\n",
+        "            message = orjson.loads(item)\n",
+        (
+            "tests/remote/test_serve_websocket.py::test_lone_surrogates_are_relayed_both_ways",
+            "tests/remote/test_serve_http.py::test_lone_surrogates_are_relayed_both_ways",
+        ),
+    ),
+    Mutation(
+        "relay-lone-surrogates-from-client",
+        "serve: a client's frame with a lone-surrogate escape (valid JSON) reaches the agent",
+        "remote/_websocket.py",
+        "                message = parse_json(data)\n",
+        "                message = __import__('orjson').loads(data)\n",
+        ("tests/remote/test_serve_websocket.py::test_lone_surrogates_are_relayed_both_ways",),
+    ),
+    Mutation(
+        "own-text-no-lone-surrogate",
+        "we never send a lone surrogate of our own (U+FFFD instead), nor fail a request for one",
+        "core/_connection.py",
+        '        except TypeError:  # a lone surrogate in a string: U+FFFD instead (core/_json.py)\n            return _dumps_own(message, self._default) + b"\\n"\n',
+        "        except TypeError:\n            raise\n",
+        ("tests/agent/test_odd_text.py::test_a_lone_surrogate_in_a_prompt_is_read_and_echoed_as_u_fffd",),
+    ),
+    Mutation(
+        "reference-sleep-invalid-params",
+        "reference agent: _acp_driver/sleep with a non-number ms is -32602, not -32603",
+        "reference_agent.py",
+        "    if type(ms) not in (int, float) or not 0 <= ms < 86_400_000:  # bool and NaN are not ms\n",
+        "    if False:\n",
+        ("tests/agent/test_odd_text.py::test_sleep_with_a_bad_ms_is_invalid_params",),
+    ),
+    Mutation(
+        "serve-quiet-shutdown",
+        "serve: SIGTERM with a client that never answers the close frame prints no traceback",
+        "remote/_server.py",
+        "            with _quiet_cancelled_streams():\n",
+        "            with contextlib.nullcontext():\n",
+        (
+            "tests/remote/test_serve_cli.py::test_sigterm_with_a_client_that_never_answers_the_close_frame_is_quiet",
+        ),
+    ),
 ]
 
 

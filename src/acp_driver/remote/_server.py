@@ -25,7 +25,7 @@ import re
 import socket
 import ssl
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,8 +207,11 @@ class RemoteServer:
             self._sweeper.cancel()
         self._shutdown.set()
         if self._serve_task is not None:
-            with contextlib.suppress(Exception):
-                await self._serve_task
+            with _quiet_cancelled_streams():
+                with contextlib.suppress(Exception):
+                    await self._serve_task
+                for _ in range(3):  # the streams' done-callbacks run on the next iterations
+                    await asyncio.sleep(0)
 
     async def __aenter__(self) -> RemoteServer:
         if self._serve_task is None:
@@ -308,6 +311,35 @@ class RemoteServer:
             await respond_error(send, status, message, headers)
             return
         await serve_http(self, scope, receive, send)
+
+
+@contextlib.contextmanager
+def _quiet_cancelled_streams() -> Iterator[None]:
+    """While hypercorn shuts down: a connection still open at its graceful timeout (a WebSocket
+    client that never answers the close frame) has its task cancelled, and Python 3.11's
+    ``StreamReaderProtocol`` done-callback calls ``task.exception()`` on it, which raises
+    ``CancelledError`` into the loop's exception handler: a traceback for a normal shutdown
+    (fixed in 3.12). Only that report is dropped (logged at debug); the rest goes through."""
+    loop = asyncio.get_running_loop()
+    previous = loop.get_exception_handler()
+
+    def handler(the_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), asyncio.CancelledError) and "StreamReaderProtocol" in str(
+            context.get("message", "")
+        ):
+            logger.debug("a connection was cancelled at shutdown: %s", context.get("message"))
+            return
+        if previous is not None:
+            previous(the_loop, context)
+        else:
+            the_loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    try:
+        yield
+    finally:
+        if loop.get_exception_handler() is handler:
+            loop.set_exception_handler(previous)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
