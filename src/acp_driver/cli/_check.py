@@ -114,7 +114,7 @@ class Probe:
         conn.on_peer_gone = lambda how: self.peer_gone.set()
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self._permission)
         if self.url is not None:
-            from ..remote._connect import open_transport
+            from ..net import open_transport
 
             self.transport = await open_transport(
                 self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context

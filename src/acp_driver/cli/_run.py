@@ -15,12 +15,12 @@ from typing import Any
 from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, Resolution, RpcError, Rung
 from ..driver import (
     AgentExitedError,
+    AgentHandle,
     AgentStartError,
     ClientServices,
     PermissionRequest,
     PromptTurn,
-    RemoteAgent,
-    RemoteSession,
+    SessionHandle,
     TurnResult,
     connect,
 )
@@ -198,7 +198,7 @@ class Controller:
         """``starting``, ``turn``, ``idle`` (the chat prompt) or ``closing``."""
         self.turn: PromptTurn | None = None
         self.reason: str | None = None
-        self.agent: RemoteAgent | None = None
+        self.agent: AgentHandle | None = None
         """Set as soon as the agent process exists (before ``initialize`` is answered)."""
         self.startup: asyncio.Task[Any] | None = None
         self.signum: int | None = None
@@ -213,7 +213,7 @@ class Controller:
         self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
         """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
 
-    def took(self, agent: RemoteAgent) -> None:
+    def took(self, agent: AgentHandle) -> None:
         """``launch(on_spawn=...)``: the agent process exists; signals now reach it."""
         self.agent = agent
 
@@ -374,7 +374,7 @@ def _auth_vars(method: dict[str, Any]) -> list[str]:
     return [str(v["name"]) for v in found if isinstance(v, dict) and isinstance(v.get("name"), str)]
 
 
-def _auth_offer(agent: RemoteAgent) -> str:
+def _auth_offer(agent: AgentHandle) -> str:
     methods = [m for m in agent.auth_methods if isinstance(m.get("id"), str)]
     if not methods:
         return "the agent advertises no authentication method (log in with the agent's own tool)"
@@ -391,7 +391,7 @@ def _auth_offer(agent: RemoteAgent) -> str:
     return "methods offered: " + "; ".join(listed)
 
 
-async def _authenticate(agent: RemoteAgent, method_id: str, output: Output) -> None:
+async def _authenticate(agent: AgentHandle, method_id: str, output: Output) -> None:
     method = next((m for m in agent.auth_methods if m.get("id") == method_id), None)
     if method is None:
         output.error(f"--auth {method_id}: the agent does not offer this method; {_auth_offer(agent)}")
@@ -424,7 +424,7 @@ async def _start(
     output: Output,
     services: ClientServices,
     controller: Controller,
-) -> RemoteSession:
+) -> SessionHandle:
     """Spawn and initialize the agent, authenticate, open a session (``controller.agent``)."""
     budget = DEFAULT_BUDGET if opts.cancel_grace is None else opts.cancel_grace
     url: str | None = getattr(opts, "agent_url", None)
@@ -439,7 +439,7 @@ async def _start(
                 on_connect=controller.took,
             )
         else:
-            agent = await RemoteAgent.launch(
+            agent = await AgentHandle.launch(
                 argv,
                 cwd=cwd,
                 services=services,
@@ -466,11 +466,11 @@ async def _start(
         ) from None
 
 
-async def _started(controller: Controller, starting: Awaitable[RemoteSession]) -> RemoteSession | int:
+async def _started(controller: Controller, starting: Awaitable[SessionHandle]) -> SessionHandle | int:
     """Run the start as its own task (so a signal can abort it); a session or an exit code."""
-    startup: asyncio.Task[RemoteSession] = asyncio.ensure_future(starting)
+    startup: asyncio.Task[SessionHandle] = asyncio.ensure_future(starting)
     controller.startup = startup
-    session: RemoteSession | None = None
+    session: SessionHandle | None = None
     try:
         session = await startup
     except StartFailed as failed:

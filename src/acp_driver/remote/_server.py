@@ -31,6 +31,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..core import LadderPolicy
+from ..net import ENDPOINT_PATH, WS_GOING_AWAY, WS_POLICY
 from ._asgi import Receive, Refused, Scope, Send, header, respond_error
 from ._backend import BackendFactory
 from ._defaults import (
@@ -43,7 +44,6 @@ from ._defaults import (
 from ._guard import HostPolicy, OriginPolicy, bearer_ok, is_loopback
 from ._http import HttpConnection, serve_http
 from ._inprocess import make_in_process
-from ._protocol import ENDPOINT_PATH, WS_GOING_AWAY, WS_POLICY
 from ._relay import SubprocessBackend
 from ._served import ServedConnection
 from ._websocket import deny_upgrade, serve_websocket
