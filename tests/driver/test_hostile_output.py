@@ -98,4 +98,3 @@ async def test_a_prompt_that_cannot_be_encoded_fails_its_turn_at_once(tmp_path: 
         assert "cannot be sent" in result.error.message
         assert agent.connection.in_flight == (0, 0)
         assert (await session.prompt(b"".hex())).stop_reason == "end_turn"  # nothing was broken
-

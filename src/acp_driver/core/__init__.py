@@ -60,16 +60,15 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "._host_turn": ("TRANSITIONS", "TurnMachine", "TurnState"),
         "._ladder": (
             "DEFAULT_BUDGET",
-            "Action",
             "CancelLadder",
             "CancelMachine",
             "LadderPolicy",
             "Observation",
             "Resolution",
-            "Rung",
             "Seen",
             "Step",
         ),
+        "._rungs": ("Action", "Rung"),
         "._profile": ("LATEST", "PROFILES", "V1", "ProtocolProfile", "TurnEnd", "negotiate", "profile_for"),
         "._ledger": (
             "DEFAULT_TOMBSTONES",
@@ -126,13 +125,11 @@ if TYPE_CHECKING:
     from ._json import printable as printable
     from ._json import scrub as scrub
     from ._ladder import DEFAULT_BUDGET as DEFAULT_BUDGET
-    from ._ladder import Action as Action
     from ._ladder import CancelLadder as CancelLadder
     from ._ladder import CancelMachine as CancelMachine
     from ._ladder import LadderPolicy as LadderPolicy
     from ._ladder import Observation as Observation
     from ._ladder import Resolution as Resolution
-    from ._ladder import Rung as Rung
     from ._ladder import Seen as Seen
     from ._ladder import Step as Step
     from ._ledger import DEFAULT_TOMBSTONES as DEFAULT_TOMBSTONES
@@ -147,3 +144,5 @@ if TYPE_CHECKING:
     from ._profile import TurnEnd as TurnEnd
     from ._profile import negotiate as negotiate
     from ._profile import profile_for as profile_for
+    from ._rungs import Action as Action
+    from ._rungs import Rung as Rung

@@ -18,7 +18,8 @@ rung (it is not an action on the agent). Pure: no clock, no I/O.
 
 from __future__ import annotations
 
-from ._ladder import Action, CancelLadder, LadderPolicy, Observation, Resolution, Rung, Seen, Step
+from ._ladder import CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
+from ._rungs import Action, Rung
 
 _RUNG_ACTIONS: dict[Rung, tuple[Action, ...]] = {
     Rung.SESSION_CANCEL: (Action.SESSION_CANCEL,),

@@ -40,8 +40,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from ._ladder import Action, CancelLadder, LadderPolicy, Observation, Resolution, Rung, Seen, Step
+from ._ladder import CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
 from ._profile import V1, ProtocolProfile
+from ._rungs import Action, Rung
 
 
 class TurnState(enum.Enum):

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .. import protocol as p
-from ._ladder import Action, Rung
+from ._rungs import Action, Rung
 
 
 class TurnEnd(enum.Enum):
