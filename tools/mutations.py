@@ -569,6 +569,32 @@ MUTATIONS = [
             "tests/remote/test_serve_cli.py::test_sigterm_with_a_client_that_never_answers_the_close_frame_is_quiet",
         ),
     ),
+    Mutation(
+        "serve-ladder-on-the-clock",
+        "one clock: a served connection's ladder runs on the server's injected clock",
+        "remote/_served.py",
+        "        self.clock: Clock = clock if clock is not None else LoopClock()\n",
+        "        self.clock: Clock = LoopClock()\n",
+        ("tests/remote/test_serve_fake_time.py::test_a_wedged_agent_gets_every_rung_at_its_moment",),
+    ),
+    Mutation(
+        "serve-idle-sweep-on-the-clock",
+        "one clock: serve's idle sweep runs on the server's injected clock",
+        "remote/_server.py",
+        "        self._sweeper = self.clock.call_at(self.clock.now() + interval, self._sweep_idle)\n",
+        "        self._sweeper = LoopClock().call_at(LoopClock().now() + interval, self._sweep_idle)\n",
+        ("tests/remote/test_serve_fake_time.py::test_the_idle_sweep_runs_on_the_clock",),
+    ),
+    Mutation(
+        "runtime-cancel-timeout-on-the-clock",
+        "one clock: the agent runtime's cancel timeout runs on its injected clock",
+        "agent/_runtime.py",
+        "        if not await wait_on(self.clock, (task,), timeout):\n",
+        "        if not await wait_on(LoopClock(), (task,), timeout):\n",
+        (
+            "tests/remote/test_serve_fake_time.py::test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_cancel_timeout",
+        ),
+    ),
 ]
 
 

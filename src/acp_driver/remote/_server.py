@@ -419,7 +419,7 @@ async def serve_agent(
     unwind). Other arguments as for ``serve_command``. Returns the started server."""
     resolved = _settings(settings, host, port, token, options)
     backend_factory = make_in_process(
-        factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout
+        factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout, clock=clock
     )
     server = RemoteServer(backend_factory, resolved, clock)
     await server.start()
