@@ -314,6 +314,9 @@ class Runner:
             permission.answer.set_result(schema.RequestPermissionResponse(outcome=outcome))
         elif op == "restart":
             code = await self.stop()
+            # A new connection: its request ids start again.
+            self.client.wire.clear()
+            self.prompt_ids.clear()
             emit({"ev": "result", "i": i, "agent_exit": code})
             await self.start()
         else:
