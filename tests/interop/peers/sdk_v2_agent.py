@@ -26,6 +26,8 @@ Prompt commands (the text of the prompt):
   a chunk "oblivious", MS ms that nothing interrupts, ``end_turn``. While it runs,
   ``session/cancel`` is ignored altogether (held prompts stay held): what the SDK does on its
   own then is what a client sees.
+- ``/permission-oblivious``: ``/permission``, by an agent that does nothing about a cancel: it
+  keeps waiting for the answer.
 - anything else: echoed back as one chunk; ``end_turn``.
 """
 
@@ -125,7 +127,7 @@ class V2InteropAgent:
         except BaseException:
             session.turn.release()
             raise
-        session.oblivious = text.startswith("/oblivious")
+        session.oblivious = text.startswith("/oblivious") or text == "/permission-oblivious"
         session.work = asyncio.create_task(self.work(session, text, f"a-{n}"))
         if session.cancels != cancels:
             self.stop(session)  # a cancel arrived while the prompt was being inserted
@@ -169,7 +171,7 @@ class V2InteropAgent:
         elif text.startswith("/oblivious"):
             await self.say(session, message_id, "oblivious")
             await asyncio.shield(asyncio.sleep(int(words[1]) / 1000))
-        elif text == "/permission":
+        elif text in ("/permission", "/permission-oblivious"):
             await self.permission(session, message_id)
         else:
             await self.say(session, message_id, text)

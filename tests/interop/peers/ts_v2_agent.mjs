@@ -23,6 +23,8 @@
 //                   a chunk "permission outcome: ..."; end_turn
 //   /oblivious MS   an agent that does nothing about a cancel: a chunk "oblivious", MS ms that
 //                   nothing interrupts, end_turn; session/cancel is ignored meanwhile
+//   /permission-oblivious   /permission, by an agent that does nothing about a cancel: it keeps
+//                   waiting for the answer
 //   anything else   echoed back as one chunk; end_turn
 
 import { readFileSync } from "node:fs";
@@ -123,7 +125,7 @@ async function runCommand(client, s, text, messageId, signal) {
   } else if (text.startsWith("/oblivious")) {
     await say(client, s.id, messageId, "oblivious");
     await sleep(Number(words[1]));
-  } else if (text === "/permission") {
+  } else if (text === "/permission" || text === "/permission-oblivious") {
     await permission(client, s, messageId, signal);
   } else {
     await say(client, s.id, messageId, text);
@@ -235,7 +237,7 @@ const app = v2
       s.release();
       throw error;
     }
-    s.oblivious = text.startsWith("/oblivious");
+    s.oblivious = text.startsWith("/oblivious") || text === "/permission-oblivious";
     const controller = new AbortController();
     s.work = { controller, done: work(client, s, text, `a-${n}`, controller) };
     if (s.cancels !== cancels) stop(s); // a cancel arrived while the prompt was being inserted
