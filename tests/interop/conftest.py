@@ -650,3 +650,13 @@ def claude_agent(interop_peers: PeerInstaller) -> NpmAgent:
         return interop_peers.claude_agent_acp()
     except InstallError as exc:
         not_run(f"cannot install {CLAUDE_AGENT_ACP_PACKAGE}@{CLAUDE_AGENT_ACP_VERSION}: {exc}")
+
+
+@pytest.fixture
+def v2_sdk_python(interop_peers: PeerInstaller) -> V2Sdk:
+    return v2_sdk_or_skip(interop_peers, "python")
+
+
+@pytest.fixture
+def v2_sdk_typescript(interop_peers: PeerInstaller) -> V2Sdk:
+    return v2_sdk_or_skip(interop_peers, "typescript")

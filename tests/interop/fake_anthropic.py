@@ -9,7 +9,8 @@ beside the conversation (a title for the session, a quota probe...): only a requ
 the model tools is a turn of the conversation and takes the next step of the script; any other
 gets a short canned answer (``side_requests`` counts them).
 
-A step of the script, one per conversation request, in order:
+A step of the script, one per conversation request, in order (or the one ``decide(request)``
+picks, from what the request asks):
 
 - ``Words(prefix, n, interval=0)``: the words ``prefix0 .. prefix{n-1}`` as text deltas,
   ``interval`` seconds apart, then ``end_turn``;
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,21 +69,20 @@ class Request:
     """Set when the agent closed the connection before the answer ended (a cancelled stream)."""
 
     def last_user_text(self) -> str:
-        """The text of the last user message: what this model call was asked."""
-        for message in reversed(self.body.get("messages", [])):
-            if message.get("role") != "user":
-                continue
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
-            if texts:
-                return "\n".join(texts)
-        return ""
+        """The text of the user's last message: what this model call was asked (``""`` for one
+        that only carries tool results). Claude Code puts a ``system`` message last: skipped."""
+        messages = [m for m in self.body.get("messages", []) if m.get("role") != "system"]
+        if not messages or messages[-1].get("role") != "user":
+            return ""
+        content = messages[-1].get("content")
+        if isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        return "\n".join(texts)
 
     def tool_results(self) -> list[dict[str, Any]]:
         """The ``tool_result`` blocks of the last user message."""
-        messages = self.body.get("messages", [])
+        messages = [m for m in self.body.get("messages", []) if m.get("role") != "system"]
         if not messages or messages[-1].get("role") != "user":
             return []
         content = messages[-1].get("content")
@@ -100,6 +101,8 @@ class FakeAnthropic:
 
     def __init__(self) -> None:
         self.script: list[Step] = []
+        self.decide: Callable[[Request], Step] | None = None
+        """When set, picks each conversation request's answer instead of ``script``."""
         self.requests: list[Request] = []
         self.side_requests = 0
         self._arrived = asyncio.Condition()
@@ -174,7 +177,10 @@ class FakeAnthropic:
                     self.side_requests += 1
                     await self._answer(writer, body, Words("", 0))
                     continue
-                step = self.script.pop(0) if self.script else Silent()
+                if self.decide is not None:
+                    step = self.decide(request)
+                else:
+                    step = self.script.pop(0) if self.script else Silent()
                 if isinstance(step, Silent):
                     await reader.read()  # until the agent hangs up
                     request.hung_up.set()
