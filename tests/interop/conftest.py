@@ -359,7 +359,10 @@ class PeerInstaller:
         return self._once(  # type: ignore[no-any-return]
             "claude-agent-acp",
             lambda: self._install_npm_agent(
-                CLAUDE_AGENT_ACP_PACKAGE, CLAUDE_AGENT_ACP_VERSION, "claude-agent-acp", Path("dist", "index.js")
+                CLAUDE_AGENT_ACP_PACKAGE,
+                CLAUDE_AGENT_ACP_VERSION,
+                "claude-agent-acp",
+                Path("dist", "index.js"),
             ),
         )
 

@@ -200,7 +200,9 @@ class FakeAnthropic:
             payload = json.dumps({"input_tokens": 1}).encode()
             writer.write(_head(200, "application/json", len(payload)) + payload)
         else:
-            payload = json.dumps({"type": "error", "error": {"type": "not_found_error", "message": first}}).encode()
+            payload = json.dumps(
+                {"type": "error", "error": {"type": "not_found_error", "message": first}}
+            ).encode()
             writer.write(_head(404, "application/json", len(payload)) + payload)
         await writer.drain()
 
@@ -228,7 +230,7 @@ class FakeAnthropic:
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
             b"transfer-encoding: chunked\r\n\r\n"
         )
-        start = {
+        start: dict[str, Any] = {
             "id": message_id,
             "type": "message",
             "role": "assistant",
@@ -243,7 +245,11 @@ class FakeAnthropic:
         outputs = 0
         if isinstance(step, ToolUse):
             block = {"type": "tool_use", "id": f"toolu_fake_{next(_ids)}", "name": step.name, "input": {}}
-            _chunk(writer, "content_block_start", {"type": "content_block_start", "index": 0, "content_block": block})
+            _chunk(
+                writer,
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": block},
+            )
             delta = {"type": "input_json_delta", "partial_json": json.dumps(step.input)}
             _chunk(writer, "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
             _chunk(writer, "content_block_stop", {"type": "content_block_stop", "index": 0})
@@ -252,12 +258,18 @@ class FakeAnthropic:
         else:
             assert isinstance(step, (Words, Endless))
             empty = {"type": "text", "text": ""}
-            _chunk(writer, "content_block_start", {"type": "content_block_start", "index": 0, "content_block": empty})
+            _chunk(
+                writer,
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": empty},
+            )
             await writer.drain()
             i = 0
             while isinstance(step, Endless) or i < step.n:
                 delta = {"type": "text_delta", "text": f"{step.prefix}{i} "}
-                _chunk(writer, "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+                _chunk(
+                    writer, "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
+                )
                 await writer.drain()
                 if step.interval:
                     await asyncio.sleep(step.interval)
@@ -268,7 +280,11 @@ class FakeAnthropic:
         _chunk(
             writer,
             "message_delta",
-            {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}, "usage": usage},
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": usage,
+            },
         )
         _chunk(writer, "message_stop", {"type": "message_stop"})
         writer.write(b"0\r\n\r\n")
@@ -284,4 +300,3 @@ def _chunk(writer: asyncio.StreamWriter, event: str, data: dict[str, Any]) -> No
     """One server-sent event, framed as one HTTP chunk."""
     payload = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
     writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
-

@@ -109,9 +109,11 @@ def dropped_fields(sent: list[dict[str, Any]], delivered: list[dict[str, Any]]) 
 
 def position_of_update(run: PlanRun, after: int, **fields: Any) -> int:
     return run.position(
-        lambda r: r["ev"] == "wire"
-        and r["d"] == "in"
-        and all(r["m"].get("params", {}).get("update", {}).get(k) == v for k, v in fields.items()),
+        lambda r: (
+            r["ev"] == "wire"
+            and r["d"] == "in"
+            and all(r["m"].get("params", {}).get("update", {}).get(k) == v for k, v in fields.items())
+        ),
         after=after,
     )
 
@@ -195,21 +197,28 @@ async def test_claude_v2_driven_by_the_python_sdk_client(
     # 5-8 Cancel mid-stream: it hangs up on the model and ends idle "cancelled".
     assert run.states(run.step_at(7), run.step_at(9)) == [("idle", "cancelled")], report
     streams = [r for r in model.conversation if "FOREVER" in r.last_user_text()]
-    assert streams and streams[0].hung_up.is_set(), report
+    assert streams, report
+    assert streams[0].hung_up.is_set(), report
 
     # 9-12 Cancel during the permission request: requires_action before the request; at the
     # cancel the agent withdraws it ($/cancel_request) and reports the tool call cancelled, then
     # idle "cancelled" -- no `running` in between. The tool never ran.
     permission = run.events("permission")[0]
-    assert run.states(run.step_at(9), run.step_at(11)) == [("running", None), ("requires_action", None)], report
+    assert run.states(run.step_at(9), run.step_at(11)) == [("running", None), ("requires_action", None)], (
+        report
+    )
     cancel_at = run.step_at(11)
-    withdrawal = [m for m in run.wire("in", cancel_at) if m.get("method") == "$/cancel_request"][0]
+    withdrawal = next(m for m in run.wire("in", cancel_at) if m.get("method") == "$/cancel_request")
     assert withdrawal["params"]["requestId"] == permission["id"], report
-    assert [r["result"] for r in run.responses_to(permission["id"])] == [{"outcome": {"outcome": "cancelled"}}], report
+    assert [r["result"] for r in run.responses_to(permission["id"])] == [
+        {"outcome": {"outcome": "cancelled"}}
+    ], report
     assert run.states(cancel_at, run.step_at(13)) == [("idle", "cancelled")], report
     tool_id = permission["request"]["subject"]["toolCall"]["toolCallId"]
     assert any(
-        u.get("sessionUpdate") == "tool_call_update" and u.get("toolCallId") == tool_id and u.get("status") == "cancelled"
+        u.get("sessionUpdate") == "tool_call_update"
+        and u.get("toolCallId") == tool_id
+        and u.get("status") == "cancelled"
         for u in run.updates(cancel_at)
     ), report
     assert not (tmp_path / "made-by-agent.txt").exists()
@@ -217,7 +226,8 @@ async def test_claude_v2_driven_by_the_python_sdk_client(
     # 13-18 A held prompt: no answer while the turn runs; at its idle end_turn it is inserted.
     first_idle = position_of_update(run, run.step_at(13), state="idle")
     held_at, held = run.answer("p5")
-    assert held_at > first_idle and "messageId" in held["result"], report
+    assert held_at > first_idle, report
+    assert "messageId" in held["result"], report
     assert run.states(run.step_at(13), run.step_at(19)) == [
         ("running", None),
         ("idle", "end_turn"),
@@ -232,7 +242,8 @@ async def test_claude_v2_driven_by_the_python_sdk_client(
     cancel_at = run.step_at(25)
     for name in ("p7", "p8"):
         answered_at, answered = run.answer(name)
-        assert answered_at > cancel_at and answered["error"]["code"] == CANCELLED, report
+        assert answered_at > cancel_at, report
+        assert answered["error"]["code"] == CANCELLED, report
     assert run.states(run.step_at(19), run.step_at(27)) == [("running", None), ("idle", "cancelled")], report
     assert not [r for r in model.conversation if "NEVER" in r.last_user_text()], report
 
@@ -251,7 +262,9 @@ async def test_claude_v2_driven_by_the_python_sdk_client(
 async def test_claude_v2_driven_by_the_typescript_sdk_client(
     claude_agent: NpmAgent, v2_sdk_typescript: V2Sdk, model: FakeAnthropic, tmp_path: Path
 ) -> None:
-    model.decide = by_marker({"FIVE": Words("a", 5), "FOREVER": Endless("b"), "TOUCH": ToolUse("Bash", TOUCH)})
+    model.decide = by_marker(
+        {"FIVE": Words("a", 5), "FOREVER": Endless("b"), "TOUCH": ToolUse("Bash", TOUCH)}
+    )
     plan = (
         Plan()
         .initialize()
@@ -269,7 +282,9 @@ async def test_claude_v2_driven_by_the_typescript_sdk_client(
         .wait("idle")
     )
     env = claude_env(tmp_path / "home", model, "v2")
-    run = (await run_plan(v2_sdk_typescript, plan, list(claude_agent.argv), tmp_path, env=env, drop=DROP)).check()
+    run = (
+        await run_plan(v2_sdk_typescript, plan, list(claude_agent.argv), tmp_path, env=env, drop=DROP)
+    ).check()
     report = run.report()
     assert run.text(run.step_at(3), run.step_at(5)) == "a0 a1 a2 a3 a4 ", report
     assert run.states(run.step_at(7), run.step_at(9)) == [("idle", "cancelled")], report
@@ -304,10 +319,14 @@ async def initialize_once(agent: NpmAgent, env: dict[str, str], params: dict[str
         env={**inherited, **env},
         start_new_session=True,
     )
-    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdin is not None
+    assert proc.stdout is not None
     try:
         async with asyncio.timeout(60):
-            proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode() + b"\n")
+            proc.stdin.write(
+                json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}).encode()
+                + b"\n"
+            )
             await proc.stdin.drain()
             answer: dict[str, Any] = json.loads(await proc.stdout.readline())
             proc.stdin.close()
@@ -320,7 +339,9 @@ async def initialize_once(agent: NpmAgent, env: dict[str, str], params: dict[str
 
 
 @pytest.mark.parametrize("mode", ["v1", "v2", "auto"])
-async def test_claude_initialize_in_each_mode(claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path, mode: str) -> None:
+async def test_claude_initialize_in_each_mode(
+    claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path, mode: str
+) -> None:
     """The negotiation a host that speaks both must do: ask for 2 carrying v1's field names too.
     ``v1`` answers 1 (with v1's ``agentInfo``), ``v2`` and ``auto`` answer 2; a v1 request gets 1
     from ``auto`` and ``v1``, and ``-32022`` from ``v2``."""
@@ -344,7 +365,9 @@ async def test_claude_initialize_in_each_mode(claude_agent: NpmAgent, model: Fak
 
 
 @pytest.mark.parametrize("mode", ["v1", "auto"])
-async def test_claude_v1_through_our_driver(claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path, mode: str) -> None:
+async def test_claude_v1_through_our_driver(
+    claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path, mode: str
+) -> None:
     """Our (v1) driver against the same binary in ``v1`` and ``auto`` modes: a streamed turn, and
     a cancel mid-stream that lands at the ladder's first rung."""
     model.decide = by_marker({"FIVE": Words("a", 5), "FOREVER": Endless("b")})

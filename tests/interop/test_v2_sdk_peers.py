@@ -24,12 +24,16 @@ pytestmark = pytest.mark.interop
 CANCELLED = -32800
 
 
-def check_turn(run: PlanRun, start: int, stop: int | None, states: list[tuple[str, str | None]], text: str) -> None:
+def check_turn(
+    run: PlanRun, start: int, stop: int | None, states: list[tuple[str, str | None]], text: str
+) -> None:
     assert run.states(start, stop) == states, run.report()
     assert run.text(start, stop) == text, run.report()
 
 
-async def test_v2_turns_permissions_held_prompts_and_cancels(v2_client: V2Sdk, v2_agent: V2Sdk, tmp_path: Path) -> None:
+async def test_v2_turns_permissions_held_prompts_and_cancels(
+    v2_client: V2Sdk, v2_agent: V2Sdk, tmp_path: Path
+) -> None:
     plan = (
         Plan()
         .initialize()
@@ -70,10 +74,10 @@ async def test_v2_turns_permissions_held_prompts_and_cancels(v2_client: V2Sdk, v
     assert init["result"]["protocolVersion"] == 2, report
 
     # The prompt is answered at insertion with the message id of its user_message.
-    at, answer = run.answer("p1")
+    _, answer = run.answer("p1")
     message_id = answer["result"]["messageId"]
     inserted = [u for u in run.updates() if u.get("sessionUpdate") == "user_message"]
-    assert inserted and inserted[0]["messageId"] == message_id, report
+    assert [u["messageId"] for u in inserted][:1] == [message_id], report
     check_turn(run, run.step_at(2), run.step_at(5), [("running", None), ("idle", "end_turn")], "w0 w1 w2 ")
 
     # A permission: requires_action while it is pending, running again once answered.
@@ -93,22 +97,33 @@ async def test_v2_turns_permissions_held_prompts_and_cancels(v2_client: V2Sdk, v
     cancel_at = run.step_at(15)
     assert run.states(cancel_at, run.step_at(18)) == [("idle", "cancelled")], report
     held_at, held = run.answer("p5")
-    assert held.get("error", {}).get("code") == CANCELLED and held_at > cancel_at, report
-    assert not any(u.get("sessionUpdate") == "user_message" and "held" in str(u) for u in run.updates()), report
+    assert held.get("error", {}).get("code") == CANCELLED, report
+    assert held_at > cancel_at, report
+    assert not any(u.get("sessionUpdate") == "user_message" and "held" in str(u) for u in run.updates()), (
+        report
+    )
 
     # A cancel during a permission request: the agent withdraws it ($/cancel_request), the
     # client answers that with the `cancelled` outcome, the turn ends idle "cancelled".
     permission = run.events("permission")[-1]
     cancel_at = run.step_at(20)
     withdrawals = [
-        m for m in run.wire("in", cancel_at) if m.get("method") == "$/cancel_request" and m["params"]["requestId"] == permission["id"]
+        m
+        for m in run.wire("in", cancel_at)
+        if m.get("method") == "$/cancel_request" and m["params"]["requestId"] == permission["id"]
     ]
     assert withdrawals, report
-    assert [r["result"] for r in run.responses_to(permission["id"], cancel_at)] == [{"outcome": {"outcome": "cancelled"}}], report
-    assert run.states(cancel_at, run.step_at(22)) == [("idle", "cancelled")], report
-    assert {"sessionUpdate": "tool_call_update", "toolCallId": permission["request"]["subject"]["toolCall"]["toolCallId"], "status": "cancelled"} in [
-        {k: u.get(k) for k in ("sessionUpdate", "toolCallId", "status")} for u in run.updates(cancel_at)
+    assert [r["result"] for r in run.responses_to(permission["id"], cancel_at)] == [
+        {"outcome": {"outcome": "cancelled"}}
     ], report
+    assert run.states(cancel_at, run.step_at(22)) == [("idle", "cancelled")], report
+    assert {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": permission["request"]["subject"]["toolCall"]["toolCallId"],
+        "status": "cancelled",
+    } in [{k: u.get(k) for k in ("sessionUpdate", "toolCallId", "status")} for u in run.updates(cancel_at)], (
+        report
+    )
     check_turn(run, run.step_at(22), run.step_at(24), [("running", None), ("idle", "end_turn")], "after")
 
     # session/close is answered (an empty result) and the SDK client got every update parsed.
@@ -116,7 +131,9 @@ async def test_v2_turns_permissions_held_prompts_and_cancels(v2_client: V2Sdk, v
     assert run.delivered() == run.updates(), report
 
 
-async def test_v2_sdks_leave_cancellation_to_the_app(v2_client: V2Sdk, v2_agent: V2Sdk, tmp_path: Path) -> None:
+async def test_v2_sdks_leave_cancellation_to_the_app(
+    v2_client: V2Sdk, v2_agent: V2Sdk, tmp_path: Path
+) -> None:
     """An agent that does nothing about ``session/cancel``: neither SDK (agent side or client
     side) emits an idle ``cancelled``, answers the held prompts, answers a pending permission
     request or gives up waiting: the work ends on its own, ``end_turn``, and then the held prompt
@@ -148,18 +165,27 @@ async def test_v2_sdks_leave_cancellation_to_the_app(v2_client: V2Sdk, v2_agent:
     assert all(reason != "cancelled" for _, reason in run.states()), report
     # The held prompt was not answered -32800: it was inserted once the work ended, and ran.
     first_idle = run.position(
-        lambda r: r["ev"] == "wire" and r["d"] == "in" and r["m"].get("params", {}).get("update", {}).get("state") == "idle",
+        lambda r: (
+            r["ev"] == "wire"
+            and r["d"] == "in"
+            and r["m"].get("params", {}).get("update", {}).get("state") == "idle"
+        ),
         after=cancel_at,
     )
     answered_at, answer = run.answer("p2")
-    assert "messageId" in answer.get("result", {}) and answered_at > first_idle, report
+    assert "messageId" in answer.get("result", {}), report
+    assert answered_at > first_idle, report
     assert "held" in run.text(first_idle, run.step_at(9)), report
 
     # The permission request pending at the cancel: nothing answered it or withdrew it until the
     # plan's own answer, which the agent got.
     permission = run.events("permission")[-1]
     cancel_at, answered_step = run.step_at(11), run.step_at(12)
-    between = [m for m in run.wire("out", cancel_at, answered_step) if "method" not in m and m.get("id") == permission["id"]]
+    between = [
+        m
+        for m in run.wire("out", cancel_at, answered_step)
+        if "method" not in m and m.get("id") == permission["id"]
+    ]
     assert between == [], report
     assert [r["result"]["outcome"] for r in run.responses_to(permission["id"])] == [
         {"outcome": "selected", "optionId": "allow"}

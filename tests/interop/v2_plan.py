@@ -67,7 +67,9 @@ class PlanRun:
                 except ValueError:
                     pytest.fail(f"the client printed a line that is not JSON: {line!r}\n{self.report()}")
         ends = [r for r in self.records if r["ev"] == "end"]
-        self.end: Record = ends[-1] if ends else {"failure": "the client printed no end record", "agent_exit": None}
+        self.end: Record = (
+            ends[-1] if ends else {"failure": "the client printed no end record", "agent_exit": None}
+        )
 
     # -- the run as a whole ------------------------------------------------------------------
 
@@ -120,7 +122,7 @@ class PlanRun:
         """The updates the SDK handed to the client's handler (what it could parse)."""
         return [r["u"] for r in self.records if r["ev"] == "update"]
 
-    def states(self, start: int = 0, stop: int | None = None) -> list[tuple[str, str | None]]:
+    def states(self, start: int = 0, stop: int | None = None) -> list[tuple[Any, Any]]:
         """The ``state_update`` sequence: ``(state, stopReason)`` pairs."""
         return [
             (u.get("state"), u.get("stopReason"))
@@ -146,7 +148,12 @@ class PlanRun:
         sent_at, request_id = self.sent(name)
         for index in range(sent_at + 1, len(self.records)):
             r = self.records[index]
-            if r["ev"] == "wire" and r["d"] == "in" and "method" not in r["m"] and r["m"].get("id") == request_id:
+            if (
+                r["ev"] == "wire"
+                and r["d"] == "in"
+                and "method" not in r["m"]
+                and r["m"].get("id") == request_id
+            ):
                 return index, r["m"]
         pytest.fail(f"prompt {name!r} got no answer\n{self.report()}", pytrace=False)
 

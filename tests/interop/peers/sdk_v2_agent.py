@@ -76,7 +76,9 @@ class V2InteropAgent:
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
-    async def initialize(self, protocol_version: int, info: Any, capabilities: Any = None, **kwargs: Any) -> Any:
+    async def initialize(
+        self, protocol_version: int, info: Any, capabilities: Any = None, **kwargs: Any
+    ) -> Any:
         return schema.InitializeResponse(
             protocol_version=v2.PROTOCOL_VERSION,
             info=schema.Implementation(name="sdk-v2-interop-agent", version=SDK_VERSION),
@@ -121,7 +123,11 @@ class V2InteropAgent:
         try:
             await self.update(
                 session_id,
-                {"sessionUpdate": "user_message", "messageId": message_id, "content": [{"type": "text", "text": text}]},
+                {
+                    "sessionUpdate": "user_message",
+                    "messageId": message_id,
+                    "content": [{"type": "text", "text": text}],
+                },
             )
             await self.state(session_id, "running")
         except BaseException:
@@ -154,7 +160,11 @@ class V2InteropAgent:
     async def say(self, session: Session, message_id: str, text: str) -> None:
         await self.update(
             session.id,
-            {"sessionUpdate": "agent_message_chunk", "messageId": message_id, "content": {"type": "text", "text": text}},
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": message_id,
+                "content": {"type": "text", "text": text},
+            },
         )
 
     async def run_command(self, session: Session, text: str, message_id: str) -> None:
@@ -178,7 +188,12 @@ class V2InteropAgent:
 
     async def permission(self, session: Session, message_id: str) -> None:
         tool_call_id = f"call-{next(_ids)}"
-        tool = {"toolCallId": tool_call_id, "title": "Edit a pretend file", "kind": "edit", "status": "pending"}
+        tool = {
+            "toolCallId": tool_call_id,
+            "title": "Edit a pretend file",
+            "kind": "edit",
+            "status": "pending",
+        }
         await self.update(session.id, {"sessionUpdate": "tool_call_update", **tool})
         await self.state(session.id, "requires_action")
         try:
@@ -198,7 +213,8 @@ class V2InteropAgent:
             # of the tool call goes out before the idle.
             with contextlib.suppress(Exception):
                 await self.update(
-                    session.id, {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "cancelled"}
+                    session.id,
+                    {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "cancelled"},
                 )
             raise
         await self.state(session.id, "running")
@@ -209,7 +225,9 @@ class V2InteropAgent:
         else:
             described, allowed = str(outcome.outcome), False
         status = "completed" if allowed else "failed"
-        await self.update(session.id, {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": status})
+        await self.update(
+            session.id, {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": status}
+        )
         await self.say(session, message_id, f"permission outcome: {described}")
 
     def stop(self, session: Session) -> asyncio.Task[None] | None:

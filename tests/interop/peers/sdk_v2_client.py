@@ -80,7 +80,9 @@ class Permission:
         self.id = request_id
         self.params = params
         self.options = options
-        self.answer: asyncio.Future[schema.RequestPermissionResponse] = asyncio.get_running_loop().create_future()
+        self.answer: asyncio.Future[schema.RequestPermissionResponse] = (
+            asyncio.get_running_loop().create_future()
+        )
         self.seen = False
         self.done = False
 
@@ -106,7 +108,7 @@ class PlanClient:
 
     def answer_to(self, request_id: Any) -> dict[str, Any] | None:
         for e in self.wire:
-            m = e["m"]
+            m: dict[str, Any] = e["m"]
             if e["d"] == "in" and "method" not in m and m.get("id") == request_id:
                 return m
         return None
@@ -127,7 +129,9 @@ class PlanClient:
         asked = [
             e["m"]
             for e in self.wire
-            if e["d"] == "in" and e["m"].get("method") == "session/request_permission" and e["m"]["id"] not in claimed
+            if e["d"] == "in"
+            and e["m"].get("method") == "session/request_permission"
+            and e["m"]["id"] not in claimed
         ]
         request_id = asked[0]["id"] if asked else None
         params = asked[0]["params"] if asked else {"title": title}
@@ -188,7 +192,8 @@ class Runner:
             stdout=asyncio.subprocess.PIPE,
             limit=64 * 1024 * 1024,
         )
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.conn = v2.connect_to_agent(
             self.client, self.process.stdin, self.process.stdout, observers=[self.client.observe]
         )
@@ -250,7 +255,10 @@ class Runner:
         elif op == "resume":
             replay = schema.ReplayFromStartVariant() if step.get("replay") else None
             response = await conn.resume_session(
-                session_id=self.session_id, cwd=step.get("cwd", os.getcwd()), mcp_servers=[], replay_from=replay
+                session_id=self.session_id,
+                cwd=step.get("cwd", os.getcwd()),
+                mcp_servers=[],
+                replay_from=replay,
             )
             emit({"ev": "result", "i": i, "result": dump(response)})
         elif op == "prompt":
@@ -302,7 +310,9 @@ class Runner:
             permission = await until(self.client, pending, timeout, "a permission request")
             permission.seen = True
         elif op == "answer_permission":
-            permission = next((p for p in self.client.permissions if not p.done and not p.answer.done()), None)
+            permission = next(
+                (p for p in self.client.permissions if not p.done and not p.answer.done()), None
+            )
             if permission is None:
                 raise Failure("no pending permission request to answer")
             choice = step["option"]
