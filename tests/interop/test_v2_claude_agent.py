@@ -34,7 +34,8 @@ from .conftest import NpmAgent, V2Sdk
 from .fake_anthropic import Endless, FakeAnthropic, Request, Step, ToolUse, Words
 from .v2_plan import Plan, PlanRun, run_plan
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+"""A cold cache installs the agent (about 400 MB from npm) in the first test's setup."""
 
 CANCELLED = -32800
 DROP = ("ANTHROPIC_", "CLAUDE_")

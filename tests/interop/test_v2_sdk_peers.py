@@ -19,7 +19,7 @@ import pytest
 from .conftest import V2Sdk
 from .v2_plan import Plan, PlanRun, run_plan
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 
 CANCELLED = -32800
 
