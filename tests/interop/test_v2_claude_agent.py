@@ -127,7 +127,7 @@ async def test_claude_v2_driven_by_the_python_sdk_client(
             "FIVE": Words("a", 5),
             "FOREVER": Endless("b"),
             "TOUCH": ToolUse("Bash", TOUCH),
-            "SLOW": Words("c", 20, interval=0.03),
+            "SLOW": Words("c", 40, interval=0.03),
             "HELD": Words("d", 2),
             "ENDLESS": Endless("f"),
             "NEVER": Words("never", 2),
@@ -227,6 +227,7 @@ async def test_claude_v2_driven_by_the_python_sdk_client(
     # 13-18 A held prompt: no answer while the turn runs; at its idle end_turn it is inserted.
     first_idle = position_of_update(run, run.step_at(13), state="idle")
     held_at, held = run.answer("p5")
+    assert run.sent("p5")[0] < first_idle, "p5 was not sent while the turn ran\n" + report
     assert held_at > first_idle, report
     assert "messageId" in held["result"], report
     assert run.states(run.step_at(13), run.step_at(19)) == [
