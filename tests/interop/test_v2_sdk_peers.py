@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import V2Sdk
+from .conftest import PeerInstaller, V2Sdk, v2_sdk_or_skip
 from .v2_plan import Plan, PlanRun, run_plan
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
@@ -131,13 +131,17 @@ async def test_v2_turns_permissions_held_prompts_and_cancels(
     assert run.delivered() == run.updates(), report
 
 
+@pytest.mark.parametrize(("client_kind", "agent_kind"), [("python", "typescript"), ("typescript", "python")])
 async def test_v2_sdks_leave_cancellation_to_the_app(
-    v2_client: V2Sdk, v2_agent: V2Sdk, tmp_path: Path
+    interop_peers: PeerInstaller, client_kind: str, agent_kind: str, tmp_path: Path
 ) -> None:
     """An agent that does nothing about ``session/cancel``: neither SDK (agent side or client
     side) emits an idle ``cancelled``, answers the held prompts, answers a pending permission
     request or gives up waiting: the work ends on its own, ``end_turn``, and then the held prompt
-    runs; the permission request stays open until the client's user answers it."""
+    runs; the permission request stays open until the client's user answers it. The two crossed
+    pairs put each SDK in each role (the same-SDK pairs, run by hand, behave the same)."""
+    v2_client = v2_sdk_or_skip(interop_peers, client_kind)
+    v2_agent = v2_sdk_or_skip(interop_peers, agent_kind)
     plan = (
         Plan()
         .initialize()
