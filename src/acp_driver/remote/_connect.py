@@ -32,6 +32,7 @@ from ..core import LadderPolicy, Tracer
 from ..driver._errors import AgentDisconnectedError, AgentStartError
 from ..driver._remote_agent import RemoteAgent
 from ..driver._services import ClientServices
+from ..trace import TraceTarget, follow_connection, open_trace, wire_tracer
 from ._client_base import ClientTransport
 
 logger = logging.getLogger("acp_driver.remote")
@@ -195,6 +196,7 @@ async def connect(
     init_timeout: float = 30.0,
     name: str | None = None,
     tracer: Tracer | None = None,
+    trace: TraceTarget = None,
     clock: Clock | None = None,
     cookies: Any = None,
     http2_prior_knowledge: bool = False,
@@ -211,10 +213,14 @@ async def connect(
     connection. ``ssl_context`` verifies ``wss://``/``https://`` servers (default: the system's
     trust store), e.g. ``ssl.create_default_context(cafile="internal-ca.pem")``.
     ``on_connect(agent)`` is called once the connection exists, before ``initialize``. The other
-    options are ``launch``'s.
+    options are ``launch``'s (``trace``: the header records the names of ``headers``, never
+    their values).
     """
     label = name or url
-    connection = Connection(name=label, tracer=tracer)
+    sink, owned = open_trace(trace, role="host", agent=[url], headers=dict(headers or {}))
+    connection = Connection(name=label, tracer=wire_tracer(tracer, sink))
+    if sink is not None:
+        follow_connection(connection, sink, owned)
     try:
         transport = await open_transport(
             url,
@@ -226,8 +232,12 @@ async def connect(
             ssl_context=ssl_context,
         )
     except ValueError as exc:
+        if sink is not None and owned:
+            sink.close()
         raise AgentStartError(str(exc)) from exc
     except (OSError, TimeoutError) as exc:
+        if sink is not None and owned:
+            sink.close()
         what = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
         raise AgentStartError(f"cannot connect to {url}: {what or type(exc).__name__}") from exc
     agent = NetworkAgent(
@@ -239,5 +249,6 @@ async def connect(
         name=label,
         clock=clock,
     )
+    agent.trace = sink
     await agent._start(init_timeout, on_connect, f"agent at {url}", agent.kill)
     return agent

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -32,6 +32,9 @@ from .. import protocol as p
 from ..core import CancelLadder, LadderPolicy, OversizedLine, Resolution, Rung, worth_logging
 from ._backend import Backend
 from ._inflight import InFlight, answer_for_gone_client
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.remote.server")
 
@@ -49,9 +52,19 @@ class ServedConnection:
     """A client's connection and its agent (see the module docstring)."""
 
     def __init__(
-        self, connection_id: str, backend: Backend, policy: LadderPolicy, kind: str, max_backlog: int
+        self,
+        connection_id: str,
+        backend: Backend,
+        policy: LadderPolicy,
+        kind: str,
+        max_backlog: int,
+        *,
+        trace: TraceSink | None = None,
     ) -> None:
         self.id = connection_id
+        self.trace = trace
+        """Records the messages both ways (``out``: to the agent), the ladder and the agent's
+        process (``trace.bind(sink, conn=id)``), if anywhere."""
         self.max_backlog = max_backlog
         """Bytes written to the agent and not yet read by it before the connection is ended."""
         self.kind = kind
@@ -78,6 +91,9 @@ class ServedConnection:
         """When the agent's output was paused for a client that does not read (None: flowing)."""
 
     def start(self) -> None:
+        if self.trace is not None:
+            self.trace.event("connection_start", profile=self.kind, pid=self.backend.pid)
+            self.backend.observe(self.trace)
         self.backend.start(self._from_agent, self._agent_gone)
 
     @property
@@ -97,6 +113,8 @@ class ServedConnection:
             # re-encode compactly so that the NDJSON agent sees one line.
             text = orjson.dumps(message)
         self.backend.send(text)
+        if self.trace is not None:
+            self.trace.wire("out", text)
         if self.backend.send_backlog > self.max_backlog:
             self.end(f"the agent does not read its input (over {self.max_backlog} bytes waiting)", 1008)
 
@@ -107,6 +125,11 @@ class ServedConnection:
             # Over HTTP the idle rule is about the client: output of a connection with no stream
             # open reaches nobody, so an agent that keeps streaming must not keep it alive.
             self.last_activity = self.loop.time()
+        if self.trace is not None:
+            if isinstance(item, OversizedLine):
+                self.trace.event("oversized", size=item.size, limit=item.limit)
+            else:
+                self.trace.wire("in", item)
         if isinstance(item, OversizedLine):
             logger.warning(
                 "%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit
@@ -147,7 +170,10 @@ class ServedConnection:
             self._send_to_agent(answer_for_gone_client(request, reason))
 
     def _send_to_agent(self, message: dict[str, Any]) -> None:
-        self.backend.send(orjson.dumps(message))
+        text = orjson.dumps(message)
+        self.backend.send(text)
+        if self.trace is not None:
+            self.trace.wire("out", text, by="server")
 
     def _agent_gone(self) -> None:
         self._changed.set()
@@ -195,6 +221,14 @@ class ServedConnection:
         Returns the task that finishes when the agent is reaped."""
         if self._end_task is None:
             self.end_reason = reason
+            if self.trace is not None:
+                self.trace.event(
+                    "cancel",
+                    scope="connection",
+                    by="server",
+                    reason=reason,
+                    schedule={r.value: at for at, r in self.policy.schedule()},
+                )
             logger.info("%s: connection ends: %s", self.id, reason)
             for hook in self.on_end:
                 try:
@@ -245,6 +279,14 @@ class ServedConnection:
                     await backend.wait_exited()
             resolution = Resolution.KILLED if ladder.resolved_by is Rung.KILL else Resolution.CANCELLED
             ladder.resolve(loop.time(), resolution)
+            if self.trace is not None:
+                self.trace.event(
+                    "resolved",
+                    scope="connection",
+                    resolution=resolution.value,
+                    by=ladder.resolved_by.value if ladder.resolved_by else None,
+                    elapsed=ladder.elapsed,
+                )
         finally:
             try:
                 await backend.release()
@@ -265,6 +307,14 @@ class ServedConnection:
             )
 
     def _take(self, rung: Rung) -> None:
+        if self.trace is not None and self.ladder is not None:
+            self.trace.event(
+                "rung",
+                rung=rung.value,
+                scope="connection",
+                due=round(self.ladder.taken[-1][0] - self.ladder.started_at, 6),
+                next=_after(self.ladder),
+            )
         backend = self.backend
         if rung is Rung.SESSION_CANCEL:
             self._answer_for_client()
@@ -284,3 +334,9 @@ class ServedConnection:
         elif rung is Rung.KILL:
             backend.kill()
         logger.debug("%s: ladder step %s", self.id, rung.value)
+
+
+def _after(ladder: CancelLadder) -> float | None:
+    """When the ladder's next rung is due, in seconds after its start (for a trace)."""
+    following = ladder.next_deadline()
+    return None if following is None else round(following - ladder.started_at, 6)

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..agent import Agent
 from ..core import LadderPolicy
+from ..trace import bind, open_trace
 from ._asgi import Receive, Refused, Scope, Send, header, respond_error
 from ._backend import BackendFactory
 from ._defaults import (
@@ -113,8 +114,11 @@ class ServerSettings:
 class RemoteServer:
     """A running server (``url``, ``port``; ``async with`` or ``aclose()``); see the module docstring."""
 
-    def __init__(self, factory: BackendFactory, settings: ServerSettings) -> None:
+    def __init__(self, factory: BackendFactory, settings: ServerSettings, *, trace: Any = None) -> None:
         settings.check()
+        self.trace, self._owns_trace = open_trace(trace, role="server")
+        """Where every connection's messages and ladder are recorded (each event names its
+        ``conn``), if anywhere: a file path or a ``trace.TraceSink``."""
         self.settings = settings
         self.factory = factory
         self.policy = LadderPolicy(settings.cancel_budget)
@@ -205,6 +209,8 @@ class RemoteServer:
         if self._serve_task is not None:
             with contextlib.suppress(Exception):
                 await self._serve_task
+        if self.trace is not None and self._owns_trace:
+            self.trace.close()
 
     async def __aenter__(self) -> RemoteServer:
         if self._serve_task is None:
@@ -235,7 +241,10 @@ class RemoteServer:
             raise Refused(500, f"the agent cannot start: {exc}") from None
         finally:
             self._starting -= 1
-        conn = ServedConnection(connection_id, backend, self.policy, kind, self.settings.max_buffered_bytes)
+        trace = bind(self.trace, conn=connection_id) if self.trace is not None else None
+        conn = ServedConnection(
+            connection_id, backend, self.policy, kind, self.settings.max_buffered_bytes, trace=trace
+        )
         self.connections[connection_id] = conn
         conn.on_end.append(lambda _reason, _code: self.http_connections.pop(connection_id, None))
         conn.on_reaped.append(lambda: self.connections.pop(connection_id, None))
@@ -331,11 +340,13 @@ async def serve_command(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     settings: ServerSettings | None = None,
+    trace: Any = None,
     **options: Any,
 ) -> RemoteServer:
     """Serve a stdio agent: one ``argv`` process per connection (default: the bundled reference
     agent). ``options`` are the other ``ServerSettings`` fields (``allow_origins``,
-    ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``. Returns the started
+    ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``. ``trace``: a file
+    path or a ``trace.TraceSink`` recording every connection (docs/trace.md). Returns the started
     server; ``ConfigError`` for settings that cannot work, ``OSError`` if it cannot listen."""
     import sys
 
@@ -346,7 +357,7 @@ async def serve_command(
     async def spawn(name: str) -> SubprocessBackend:
         return await SubprocessBackend.spawn(command, name, max_message_bytes=limit)
 
-    server = RemoteServer(spawn, resolved)
+    server = RemoteServer(spawn, resolved, trace=trace)
     await server.start()
     return server
 
@@ -359,6 +370,7 @@ async def serve_agent(
     token: str | None = None,
     settings: ServerSettings | None = None,
     cancel_timeout: float = 2.0,
+    trace: Any = None,
     **options: Any,
 ) -> RemoteServer:
     """Serve ``factory()`` in-process: a fresh ``Agent`` (on its own ``AgentRuntime``) per
@@ -368,6 +380,6 @@ async def serve_agent(
     backend_factory = make_in_process(
         factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout
     )
-    server = RemoteServer(backend_factory, resolved)
+    server = RemoteServer(backend_factory, resolved, trace=trace)
     await server.start()
     return server
