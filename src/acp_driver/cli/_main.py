@@ -133,8 +133,7 @@ def _usage(parser: argparse.ArgumentParser | None, message: str) -> NoReturn:
 def writable_trace(parser: argparse.ArgumentParser, path: str) -> None:
     """``--trace FILE``: refuse at once (exit 2) a file that cannot be written."""
     try:
-        with open(path, "ab"):
-            pass
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # a trace is private
     except OSError as exc:
         parser.error(f"--trace {path!r}: cannot write it ({exc.strerror or exc})")
 
