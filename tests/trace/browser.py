@@ -94,7 +94,9 @@ class Browser:
             while True:
                 line = await self.process.stderr.readline()
                 if not line:
-                    raise RuntimeError("chromium exited before it listened: " + b"".join(seen).decode(errors="replace"))
+                    raise RuntimeError(
+                        "chromium exited before it listened: " + b"".join(seen).decode(errors="replace")
+                    )
                 seen.append(line)
                 text = line.decode(errors="replace").strip()
                 if text.startswith("DevTools listening on "):
@@ -221,7 +223,8 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes], int]:
         pos += 12 + length
         if kind == b"IHDR":
             width, height, depth, colour, _c, _f, interlace = struct.unpack(">IIBBBBB", chunk)
-            assert depth == 8 and interlace == 0 and colour in (2, 6), (depth, colour, interlace)
+            if depth != 8 or interlace != 0 or colour not in (2, 6):
+                raise ValueError(f"unexpected PNG format: depth {depth}, colour {colour}, interlace {interlace}")
             channels = 3 if colour == 2 else 4
         elif kind == b"IDAT":
             idat += chunk

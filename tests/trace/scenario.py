@@ -57,7 +57,8 @@ async def record(path: Path, trace: Any = None) -> None:
             async for _update in turn:
                 break
         outcome = await turn.cancel()
-        assert outcome.resolution is not None and outcome.resolution.value == "killed", outcome
+        assert outcome.resolution is not None
+        assert outcome.resolution.value == "killed", outcome
     finally:
         release.set()
         await agent.aclose()

@@ -42,22 +42,70 @@ def test_credentials_and_environments_never_reach_the_file(tmp_path: Path) -> No
     path = tmp_path / "t.ndjson"
     secret = "s3cr3t-value-123"
     with TraceRecorder(path, agent=["agent", "--api-key", secret, f"TOKEN={secret}", "--verbose"]) as rec:
-        wire(rec, "out", {"jsonrpc": "2.0", "id": 3, "method": "authenticate", "params": {"methodId": "key", "apiKey": secret}})
+        wire(
+            rec,
+            "out",
+            {
+                "jsonrpc": "2.0",
+                "id": 3,
+                "method": "authenticate",
+                "params": {"methodId": "key", "apiKey": secret},
+            },
+        )
         wire(rec, "in", {"jsonrpc": "2.0", "id": 3, "result": {"session": secret}})
-        wire(rec, "out", {"jsonrpc": "2.0", "id": 4, "method": "auth/login", "params": {"methodId": "m", "code": secret}})
+        wire(
+            rec,
+            "out",
+            {"jsonrpc": "2.0", "id": 4, "method": "auth/login", "params": {"methodId": "m", "code": secret}},
+        )
         new = {
             "cwd": "/w",
             "mcpServers": [
-                {"name": "a", "command": "x", "args": [], "env": [{"name": "OPENAI_API_KEY", "value": secret}]},
-                {"name": "b", "url": "http://h", "headers": [{"name": "Authorization", "value": f"Bearer {secret}"}]},
+                {
+                    "name": "a",
+                    "command": "x",
+                    "args": [],
+                    "env": [{"name": "OPENAI_API_KEY", "value": secret}],
+                },
+                {
+                    "name": "b",
+                    "url": "http://h",
+                    "headers": [{"name": "Authorization", "value": f"Bearer {secret}"}],
+                },
             ],
         }
         wire(rec, "out", {"jsonrpc": "2.0", "id": 5, "method": "session/new", "params": new})
-        wire(rec, "in", {"jsonrpc": "2.0", "id": 9, "method": "terminal/create", "params": {"command": "ls", "env": {"HOME": secret}}})
-        text = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"use Bearer {secret} now"}}
-        wire(rec, "in", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": text}})
-        usage = {"sessionUpdate": "usage_update", "used": 10, "size": 100, "inputTokens": 42, "accessToken": secret}
-        wire(rec, "in", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": usage}})
+        wire(
+            rec,
+            "in",
+            {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "terminal/create",
+                "params": {"command": "ls", "env": {"HOME": secret}},
+            },
+        )
+        text = {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": f"use Bearer {secret} now"},
+        }
+        wire(
+            rec,
+            "in",
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": text}},
+        )
+        usage = {
+            "sessionUpdate": "usage_update",
+            "used": 10,
+            "size": 100,
+            "inputTokens": 42,
+            "accessToken": secret,
+        }
+        wire(
+            rec,
+            "in",
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": usage}},
+        )
         rec.event("spawn", argv=["agent", "--token", secret], headers={"Authorization": secret})
     raw = path.read_bytes()
     assert secret.encode() not in raw
@@ -81,7 +129,11 @@ def test_a_message_over_the_limit_keeps_its_skeleton(tmp_path: Path) -> None:
     path = tmp_path / "t.ndjson"
     big = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x" * 5000}}
     with TraceRecorder(path, max_message_bytes=1000) as rec:
-        wire(rec, "in", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": big}})
+        wire(
+            rec,
+            "in",
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": big}},
+        )
     event = lines(path)[1]
     assert event["cut"] > 5000
     assert event["msg"] == {
@@ -96,7 +148,11 @@ def test_the_file_stops_at_its_size_cap_with_a_note(tmp_path: Path) -> None:
     cap = 4096
     with TraceRecorder(path, max_bytes=cap) as rec:
         for i in range(200):
-            wire(rec, "in", {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "n": i}})
+            wire(
+                rec,
+                "in",
+                {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "n": i}},
+            )
         assert rec.cut
         assert rec.dropped > 0
         rec.event("exit", status=0)  # dropped too: the note is the last line
@@ -143,7 +199,7 @@ def test_every_line_written_survives_the_recording_process_being_killed(tmp_path
         "from acp_driver.trace import TraceRecorder\n"
         "rec = TraceRecorder(sys.argv[1])\n"
         "for i in range(50):\n"
-        "    rec.wire('in', b'{\"jsonrpc\":\"2.0\",\"method\":\"session/update\",\"params\":{\"n\":%d}}' % i)\n"
+        '    rec.wire(\'in\', b\'{"jsonrpc":"2.0","method":"session/update","params":{"n":%d}}\' % i)\n'
         "rec.event('cancel', scope='current_turn')\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )

@@ -5,7 +5,8 @@ order, the way the host saw them:
 
 - a turn is a ``session/prompt`` sent and its answer; a ``session/update`` of the session while
   it runs is its update; a turn-scoped update of the session once it was answered is *late*
-  (after the fence) and kept on it;
+  (after the fence) and kept on it, and so is one naming a tool call of an earlier turn (tool
+  call ids are unique in a session) -- the driver's rules (``RemoteSession.deliver_all``);
 - a permission request (``session/request_permission`` from the agent) is a span from the
   request to the host's answer; ``$/cancel_request`` for it from the agent is a withdrawal;
 - ``session/cancel`` and ``$/cancel_request`` sent, and the ``cancel``, ``rung`` and ``resolved``
@@ -88,6 +89,7 @@ class Turn:
     late: list[Moment] = field(default_factory=list)
     permissions: list[Permission] = field(default_factory=list)
     markers: list[Moment] = field(default_factory=list)
+    tool_calls: set[str] = field(default_factory=set)
 
     @property
     def running(self) -> bool:
@@ -387,7 +389,17 @@ class _Analysis:
         kind = str(update.get("sessionUpdate")) if isinstance(update, dict) else "?"
         session = params.get("sessionId")
         turn = peer.running(session)
+        call = update.get("toolCallId") if isinstance(update, dict) else None
         if turn is not None:
+            # A tool call of an earlier turn (ids are unique in a session) is late even now.
+            earlier = [t for t in peer.sessions[str(session)][:-1] if call in t.tool_calls]
+            if isinstance(call, str) and call not in turn.tool_calls and earlier:
+                earlier[-1].late.append(
+                    self.moment(event, "late", f"{kind} of a tool call of turn {earlier[-1].index}")
+                )
+                return
+            if isinstance(call, str):
+                turn.tool_calls.add(call)
             turn.updates.append(self.moment(event, "update", kind))
             return
         last = peer.last_turn(session)
