@@ -224,7 +224,9 @@ def decode_png(data: bytes) -> tuple[int, int, list[bytes], int]:
         if kind == b"IHDR":
             width, height, depth, colour, _c, _f, interlace = struct.unpack(">IIBBBBB", chunk)
             if depth != 8 or interlace != 0 or colour not in (2, 6):
-                raise ValueError(f"unexpected PNG format: depth {depth}, colour {colour}, interlace {interlace}")
+                raise ValueError(
+                    f"unexpected PNG format: depth {depth}, colour {colour}, interlace {interlace}"
+                )
             channels = 3 if colour == 2 else 4
         elif kind == b"IDAT":
             idat += chunk

@@ -235,13 +235,13 @@ class _Page:
             f'fill-opacity="0.6"/>'
         )
         short = session if len(session) <= 22 else session[:21] + "…"
-        self.parts.append(
-            f'<text class="lane-label" x="8" y="{y + 20}">{_e(short)} · turn {turn.index}</text>'
-        )
         outcome = turn.resolution or turn.stop_reason or ("error" if turn.error else "running")
+        self.remember(turn.eid)
         self.parts.append(
+            f'<g class="lane-head" data-e="{turn.eid}" data-note="session/prompt sent">'
+            f'<text class="lane-label" x="8" y="{y + 20}">{_e(short)} · turn {turn.index}</text>'
             f'<text class="lane-sub" x="8" y="{y + 36}">{_e(_cut(turn.prompt, 38))}</text>'
-            f'<text class="lane-sub" x="8" y="{y + 51}">{_e(outcome)}</text>'
+            f'<text class="lane-sub" x="8" y="{y + 51}">{_e(outcome)}</text></g>'
         )
         finish = turn.finish if turn.finish is not None else self.trace.end
         colour = RESOLUTION_COLOURS.get(turn.resolution or "", "#95a5a6")
