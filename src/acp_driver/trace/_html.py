@@ -329,7 +329,7 @@ class _Page:
     def render(self) -> str:
         trace = self.trace
         body: list[str] = []
-        y = AXIS_H + 4
+        y: float = AXIS_H + 4
         lanes_start = len(self.parts)
         for peer in trace.peers.values():
             y = self.peer_lanes(peer, y)

@@ -307,15 +307,15 @@ class _Analysis:
             else:
                 peer.sent[message["id"]] = method
         elif method == p.SESSION_CANCEL:
-            turn = peer.running(params.get("sessionId"))
+            running = peer.running(params.get("sessionId"))
             by = " (by the server)" if event.get("by") == "server" else ""
             moment = self.moment(event, "session_cancel", "session/cancel sent" + by)
-            (turn.markers if turn is not None else peer.markers).append(moment)
+            (running.markers if running is not None else peer.markers).append(moment)
         elif method == p.CANCEL_REQUEST:
-            turn = peer.prompts.get(params.get("requestId"))
+            target = peer.prompts.get(params.get("requestId"))
             moment = self.moment(event, "cancel_request", "$/cancel_request sent for the prompt")
-            if turn is not None and turn.running:
-                turn.markers.append(moment)
+            if target is not None and target.running:
+                target.markers.append(moment)
             else:
                 moment.label = "$/cancel_request sent"
                 peer.markers.append(moment)
