@@ -815,7 +815,7 @@ def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any]) -
     for r in results:
         seen = "" if r.trace_event is None else f" [trace #{r.trace_event}]"
         table.add_row(
-            r.rule, r.level, f"[{colours[r.result]}]{r.result.upper()}[/]", escape(r.evidence) + seen
+            r.rule, r.level, f"[{colours[r.result]}]{r.result.upper()}[/]", escape(r.evidence + seen)
         )
     console.print(table)
 
@@ -909,6 +909,8 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
         else:
             line = f"every {levels} rule passed"
         sys.stdout.write(line + "\n")
+        if getattr(opts, "trace", None) is not None:
+            sys.stdout.write(f"trace: {opts.trace} (draw it: acp-driver trace {opts.trace} --html OUT)\n")
     if verdict == "failed":
         return codes.EXIT_CHECK_FAILED
     if verdict == "inconclusive":
