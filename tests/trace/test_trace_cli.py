@@ -27,7 +27,9 @@ def events(path: Path) -> list[dict[str, Any]]:
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "250"}  # rich's tables: one line per row
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
 
 
 def test_check_links_each_verdict_to_the_moments_that_prove_it(tmp_path: Path) -> None:
