@@ -159,8 +159,10 @@ async def test_serve_records_each_connection_and_the_ladder_when_it_ends(tmp_pat
         async with asyncio.timeout(60):
             line = (await server.stderr.readline()).decode()
         url = line.split("listening on ")[1].strip().replace("http://", "ws://")
+        client_trace = tmp_path / "client.ndjson"
         client = await asyncio.create_subprocess_exec(
-            *CLI, "run", "--agent", url, "/stream 500 20",
+            *CLI, "run", "--agent", url, "--header", "Authorization: Bearer sekrit-token",
+            "--trace", str(client_trace), "/stream 500 20",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         assert client.stdout is not None
@@ -187,6 +189,12 @@ async def test_serve_records_each_connection_and_the_ladder_when_it_ends(tmp_pat
     assert "session/cancel" in by_server
     assert "exit" in kinds
     assert "resolved" in kinds
+    # the client's own trace (a remote agent), cut by its SIGKILL: every line written is there
+    theirs = events(client_trace)
+    assert theirs[0]["agent"] == [url]
+    assert theirs[0]["headers"] == ["Authorization"]
+    assert b"sekrit-token" not in client_trace.read_bytes()
+    assert any(e["kind"] == "wire" and e["msg"].get("method") == "session/update" for e in theirs)
     trace = read_trace(path)
     (turn,) = trace.peers[conn].turns
     assert any(m.kind == "session_cancel" for m in turn.markers)
