@@ -22,8 +22,9 @@ from typing import Any
 from acp_driver.driver import ClientServices, LadderPolicy, PermissionRequest, launch
 
 MARKUP = 'hello </script><script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2"> & <b>bold</b>'
-BUDGET = 1.0
-"""The ladder's budget: $/cancel_request at 0.5 s, SIGTERM at 0.75 s, SIGKILL at 1 s."""
+BUDGET = 2.0
+"""The ladder's budget: $/cancel_request at 1 s, SIGTERM at 1.5 s, SIGKILL at 2 s (half a second
+for the agent's death by SIGTERM to be seen before SIGKILL is due: generous on a loaded machine)."""
 
 
 async def record(path: Path, trace: Any = None) -> None:

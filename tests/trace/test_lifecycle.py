@@ -52,16 +52,16 @@ async def test_the_trace_records_every_message_and_the_lifecycle_of_the_cancels(
     assert cancels[0]["schedule"] == {
         "session_cancel": 0.0,
         "cancel_request": BUDGET / 2,
-        "terminate": 0.75,
-        "kill": 1.0,
+        "terminate": BUDGET * 0.75,
+        "kill": BUDGET,
     }
     rungs = [(e["rung"], e["due"], e["next"]) for e in found if e["kind"] == "rung"]
     # turn 2: session/cancel only (the agent ended it); turn 3: up to SIGTERM, which killed it
     assert rungs == [
-        ("session_cancel", 0.0, 0.5),
-        ("session_cancel", 0.0, 0.5),
-        ("cancel_request", 0.5, 0.75),
-        ("terminate", 0.75, 1.0),
+        ("session_cancel", 0.0, BUDGET / 2),
+        ("session_cancel", 0.0, BUDGET / 2),
+        ("cancel_request", BUDGET / 2, BUDGET * 0.75),
+        ("terminate", BUDGET * 0.75, BUDGET),
     ]
     signals = [(e["name"], e["to"]) for e in found if e["kind"] == "signal"]
     assert signals[0] == ("SIGTERM", "agent")
