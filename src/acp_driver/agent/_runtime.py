@@ -437,11 +437,9 @@ async def serve_stdio(
         from ..trace import follow_connection, open_trace
 
         sink, owned = open_trace(trace, role="agent")
+    traced: dict[str, Any] = {"tracer": sink.wire} if sink is not None else {}
     connection = Connection(
-        name="agent",
-        close_timeout=0.5,
-        honour_cancel_request=honour_cancel_request,
-        tracer=sink.wire if sink is not None else None,
+        name="agent", close_timeout=0.5, honour_cancel_request=honour_cancel_request, **traced
     )
     if sink is not None:
         follow_connection(connection, sink, owned)

@@ -79,7 +79,6 @@ class Connection(Serving, Requesting):
         self.max_message_bytes = max_line_bytes
         """The largest message a transport delivers (bigger ones are dropped and reported)."""
         self._honour_cancel_request = honour_cancel_request
-        self._tracer = tracer
         self._core = CoreConnection(
             max_line_bytes=max_line_bytes,
             max_tombstones=max_tombstones,
@@ -279,8 +278,6 @@ class Connection(Serving, Requesting):
         For audits and tests that must send what a correct peer never would (malformed JSON).
         """
         self._outbox.send_raw(message)
-        if self._tracer is not None:
-            self._tracer("out", message)
 
     def close_write(self) -> None:
         """Close our output after what is queued (the peer sees end of input); keep reading."""
