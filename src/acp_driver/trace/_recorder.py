@@ -151,15 +151,19 @@ class TraceRecorder:
             self.dropped += 1
             return None
         eid = self._next_id
-        head = {"id": eid, "t": round(self.now(), 6), "kind": kind, **fields}
-        line = orjson.dumps(head, default=str, option=orjson.OPT_NON_STR_KEYS)
-        line = line[:-1] + b',"msg":' + body + b"}\n" if body is not None else line + b"\n"
+        t = round(self._clock() - self.origin, 6)
+        if body is None:
+            head = {"id": eid, "t": t, "kind": kind, **fields}
+            line = orjson.dumps(head, default=str, option=orjson.OPT_NON_STR_KEYS) + b"\n"
+        else:  # a message: its text spliced in as it is (the hot path when tracing)
+            extra = orjson.dumps(fields, default=str)[1:-1] if fields else b""
+            line = b'{"id":%d,"t":%r,"kind":"wire",%s,"msg":%s}\n' % (eid, t, extra, body)
         if self._written + len(line) > self.max_bytes - _NOTE_ROOM:
             self.cut = True
             self.dropped += 1
             note = {
                 "id": eid,
-                "t": head["t"],
+                "t": t,
                 "kind": "truncated",
                 "max_bytes": self.max_bytes,
                 "note": "the trace reached its size cap: later events are not recorded",
