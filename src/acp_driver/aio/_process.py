@@ -29,7 +29,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.process")
 
@@ -61,6 +64,8 @@ class ProcessGroup:
     """
 
     supervise_default: ClassVar[bool] = True
+    trace: TraceSink | None = None
+    """Where signals and the exit are recorded (``observe``), if anywhere."""
     """Whether ``spawn`` uses the supervisor when not told (it does only where available)."""
 
     def __init__(
@@ -336,11 +341,22 @@ class ProcessGroup:
         if self._exited.done():
             return
         self._exited.set_result(code)
+        if self.trace is not None:
+            self.trace.event("exit", pid=self.pid, status=code, description=exit_description(code))
         for callback in self._exit_callbacks:
             try:
                 callback(code)
             except Exception:
                 logger.exception("exit callback failed")
+
+    def observe(self, trace: TraceSink, argv: Sequence[str] = ()) -> None:
+        """Record in ``trace`` this process's start, every signal sent to its group, its exit."""
+        self.trace = trace
+        trace.event("spawn", pid=self.pid, argv=list(argv), supervised=self.supervised)
+        if self.returncode is not None:  # exited while it was being set up
+            trace.event(
+                "exit", pid=self.pid, status=self.returncode, description=exit_description(self.returncode)
+            )
 
     def on_exit(self, callback: Callable[[int], object]) -> None:
         """Call ``callback(returncode)`` when the process exits (at once if it already has)."""
@@ -374,6 +390,8 @@ class ProcessGroup:
                 return True
         try:
             os.killpg(self.pgid, sig)
+            if sig and self.trace is not None:
+                self.trace.event("signal", name=signal.Signals(sig).name, to="agent", pid=self.pgid)
             return True
         except ProcessLookupError:
             return self.supervised and sig == signal.SIGKILL

@@ -38,6 +38,7 @@ from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, current_request, exit_description
 from ..core import ConnectionClosedError, ErrorCode, RequestCancelledError, RpcError
+from ..trace import bind, follow_connection, wire_tracer
 from . import _main as codes
 
 PASS, FAIL, SKIP, NA = "pass", "fail", "skip", "n/a"
@@ -76,6 +77,8 @@ class CheckResult:
     result: str
     evidence: str
     elapsed: float = 0.0
+    trace_event: int | None = None
+    """With ``--trace``: the id of this verdict's event in the trace (its moments are linked there)."""
 
 
 @dataclass
@@ -108,9 +111,15 @@ class Probe:
     session_id: str | None = None
     agent_info: dict[str, Any] = field(default_factory=dict)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    trace: Any = None
+    """With ``--trace``: this probe's ``TraceSink`` (bound to its check's name)."""
 
     async def start(self) -> None:
-        conn = self.conn = Connection(name="audit", tracer=self._trace, close_timeout=0.3)
+        conn = self.conn = Connection(
+            name="audit", tracer=wire_tracer(self._trace, self.trace), close_timeout=0.3
+        )
+        if self.trace is not None:
+            follow_connection(conn, self.trace, owned=False)
         conn.on_peer_gone = lambda how: self.peer_gone.set()
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self._permission)
         if self.url is not None:
@@ -120,7 +129,9 @@ class Probe:
                 self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context
             )
             return
-        self.child = await AgentProcess.spawn(self.argv, conn, cwd=self.cwd, stderr=self.stderr)
+        self.child = await AgentProcess.spawn(
+            self.argv, conn, cwd=self.cwd, stderr=self.stderr, trace=self.trace
+        )
         self.process = self.child.process
         _SPAWNED.append(self.process)
 
@@ -738,7 +749,7 @@ class AuditAborted(Exception):
 
 
 async def _audit(
-    opts: argparse.Namespace, argv: list[str], cwd: str, session_cwd: str
+    opts: argparse.Namespace, argv: list[str], cwd: str, session_cwd: str, trace: Any = None
 ) -> tuple[list[CheckResult], dict[str, Any]]:
     results: list[CheckResult] = []
     info: dict[str, Any] = {}
@@ -753,7 +764,10 @@ async def _audit(
             url=getattr(opts, "agent_url", None),
             headers=getattr(opts, "headers", None) or {},
             ssl_context=getattr(opts, "ssl_context", None),
+            trace=bind(trace, check=check.run.__name__) if trace is not None else None,
         )
+        if probe.trace is not None:
+            probe.trace.event("check_start")
         started = time.monotonic()
         try:
             async with asyncio.timeout(opts.timeout * 8 + 5):
@@ -779,12 +793,17 @@ async def _audit(
         for result in found:
             if not result.elapsed:
                 result.elapsed = time.monotonic() - started
+            if probe.trace is not None:
+                result.trace_event = probe.trace.event(
+                    "verdict", **{k: getattr(result, k) for k in ("rule", "level", "result", "evidence")}
+                )
         results.extend(found)
     return results, info
 
 
 def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(highlight=False)
@@ -794,7 +813,10 @@ def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any]) -
         table.add_column(column, overflow="fold")
     colours = {PASS: "green", FAIL: "red", SKIP: "yellow", NA: "dim"}
     for r in results:
-        table.add_row(r.rule, r.level, f"[{colours[r.result]}]{r.result.upper()}[/]", r.evidence)
+        seen = "" if r.trace_event is None else f" [trace #{r.trace_event}]"
+        table.add_row(
+            r.rule, r.level, f"[{colours[r.result]}]{r.result.upper()}[/]", escape(r.evidence + seen)
+        )
     console.print(table)
 
 
@@ -834,7 +856,8 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
             # The agent process starts where its sessions are: some agents run their tools in
             # their own working directory, whatever the session's cwd says.
             workdir = cwd or scratch
-            results, info = asyncio.run(_audit(opts, argv, workdir, workdir))
+            with _recorder(opts, argv) as trace:
+                results, info = asyncio.run(_audit(opts, argv, workdir, workdir, trace))
     except KeyboardInterrupt:
         _kill_spawned()
         sys.stderr.write("acp-driver check: interrupted; every agent process it started was stopped\n")
@@ -864,6 +887,7 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
                     "result": r.result,
                     "evidence": r.evidence,
                     "elapsedMs": round(r.elapsed * 1000, 1),
+                    **({"traceEvent": r.trace_event} if r.trace_event is not None else {}),
                 }
                 for r in results
             ],
@@ -885,11 +909,22 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
         else:
             line = f"every {levels} rule passed"
         sys.stdout.write(line + "\n")
+        if getattr(opts, "trace", None) is not None:
+            sys.stdout.write(f"trace: {opts.trace} (draw it: acp-driver trace {opts.trace} --html OUT)\n")
     if verdict == "failed":
         return codes.EXIT_CHECK_FAILED
     if verdict == "inconclusive":
         return codes.EXIT_CHECK_INCONCLUSIVE
     return codes.EXIT_OK
+
+
+def _recorder(opts: argparse.Namespace, argv: list[str]) -> Any:
+    """``--trace FILE``: one recorder for the whole audit (each event names its check)."""
+    if getattr(opts, "trace", None) is None:
+        return contextlib.nullcontext()
+    from ..trace import TraceRecorder
+
+    return TraceRecorder(opts.trace, role="host", command="check", agent=list(argv))
 
 
 def _hint(skipped: list[CheckResult]) -> str:

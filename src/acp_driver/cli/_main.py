@@ -130,6 +130,14 @@ def _usage(parser: argparse.ArgumentParser | None, message: str) -> NoReturn:
     raise SystemExit(EXIT_USAGE)
 
 
+def writable_trace(parser: argparse.ArgumentParser, path: str) -> None:
+    """``--trace FILE``: refuse at once (exit 2) a file that cannot be written."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # a trace is private
+    except OSError as exc:
+        parser.error(f"--trace {path!r}: cannot write it ({exc.strerror or exc})")
+
+
 def _seconds(value: str) -> float:
     """An argparse ``type``: a finite number of seconds (``nan`` and ``inf`` are refused)."""
     try:
@@ -191,6 +199,7 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
         "--deny", action="store_true", help="deny every permission request (the default off a TTY)"
     )
     _add_auth(parser)
+    _add_trace(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
 
@@ -210,6 +219,16 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="trust this PEM certificate (a private CA, a self-signed server) for a wss:// or https:// "
         "agent, besides the system's authorities",
+    )
+
+
+def _add_trace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="record every message and the cancel's lifecycle to FILE (NDJSON, secrets redacted); "
+        "read it with: acp-driver trace FILE [--html OUT]",
     )
 
 
@@ -260,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
     sub.add_parser("serve", help="serve an agent over WebSocket and HTTP (see: acp-driver serve --help)")
+    sub.add_parser("trace", help="summarize a --trace file, or draw it (see: acp-driver trace --help)")
 
     check = sub.add_parser(
         "check",
@@ -318,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--mode", metavar="MODE_ID", default=None, help="session/set_mode to this mode before each probe"
     )
+    _add_trace(check)
     check.add_argument(
         "agent_command",
         nargs=argparse.REMAINDER,
@@ -348,6 +369,8 @@ def cli_main(argv: Sequence[str]) -> int:
         parser.print_help()
         return EXIT_USAGE
     _setup_logging(opts.verbose, opts.quiet)
+    if getattr(opts, "trace", None) is not None:
+        writable_trace(parser, opts.trace)
     if opts.command in ("run", "chat"):
         if getattr(opts, "turn_timeout", None) is not None and opts.turn_timeout <= 0:
             parser.error("--turn-timeout must be positive")

@@ -204,6 +204,7 @@ class Controller:
         self.signum: int | None = None
         """The first signal that ends the command (exit code 128 + signum)."""
         self.idle_interrupt: Callable[[], object] | None = None
+        self.turn_timeout: float | None = None
         self._cancel_task: asyncio.Task[Any] | None = None
         self._cancel_started = 0.0
         self._stops = 0
@@ -240,6 +241,7 @@ class Controller:
         self.reason = None
         self._cancel_task = None
         self.phase = "turn"
+        self.turn_timeout = timeout
         if timeout is not None:
             self._timer = self._loop.call_later(timeout, self._timeout)
 
@@ -250,6 +252,7 @@ class Controller:
 
     def _timeout(self) -> None:
         self._timer = None
+        trace_event(self.agent, "timeout", after=self.turn_timeout)
         if self.turn is not None and not self.turn.done and self._cancel_task is None:
             self._cancel("timeout")
 
@@ -272,6 +275,7 @@ class Controller:
     # ------------------------------------------------------------------ signals
 
     def on_signal(self, signum: int) -> None:
+        trace_event(self.agent, "signal", name=signal_name(signum), to="host", phase=self.phase)
         if signum == signal.SIGHUP:
             _detach(self._on_terminal)
         turn = self.turn
@@ -316,6 +320,12 @@ class Controller:
         # Reporting must never stop the signal's effect (a closed terminal, a closed pipe).
         with contextlib.suppress(OSError, ValueError):
             what(*args)
+
+
+def trace_event(agent: AgentHandle | None, kind: str, **fields: Any) -> None:
+    """Record what the command saw (a signal, its turn timeout) in the agent's trace, if any."""
+    if agent is not None and agent.trace is not None:
+        agent.trace.event(kind, **fields)
 
 
 def _isatty(fd: int) -> bool:
@@ -437,6 +447,7 @@ async def _start(
                 services=services,
                 ladder=LadderPolicy(budget=budget),
                 on_connect=controller.took,
+                trace=getattr(opts, "trace", None),
             )
         else:
             agent = await AgentHandle.launch(
@@ -445,6 +456,7 @@ async def _start(
                 services=services,
                 ladder=LadderPolicy(budget=budget),
                 on_spawn=controller.took,  # a signal during initialize can then reach the agent
+                trace=getattr(opts, "trace", None),
             )
     except AgentStartError as exc:
         output.error(f"agent failed to start: {exc}")

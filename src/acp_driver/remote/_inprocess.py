@@ -134,6 +134,9 @@ class InProcessBackend:
     def describe(self) -> str:
         return f"in-process agent, connection {self.connection.close_reason or 'open'}"
 
+    def observe(self, trace: object) -> None:
+        pass  # no process: the messages and the ladder are recorded by the served connection
+
 
 def make_in_process(
     factory: Callable[[], Agent],
