@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
+
+import pytest
 
 from acp_driver.agent import Agent, Turn
 from acp_driver.core import Resolution, Rung
@@ -131,11 +133,23 @@ class Stubborn(Agent):
         return "end_turn"
 
 
-async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_cancel_timeout() -> None:
+@pytest.fixture
+def stubborn() -> Iterator[type[Stubborn]]:
+    """Lets the stubborn turn go at the end, whatever happened (or the loop never closes)."""
+    Stubborn.released = False
+    try:
+        yield Stubborn
+    finally:
+        Stubborn.released = True
+
+
+async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_cancel_timeout(
+    stubborn: type[Stubborn],
+) -> None:
     clock = FakeClock(T0)
     async with (
         asyncio.timeout(60),
-        server(serve_agent(Stubborn, port=0, cancel_timeout=2.0, clock=clock), clock) as srv,
+        server(serve_agent(stubborn, port=0, cancel_timeout=2.0, clock=clock), clock) as srv,
         WsClient.connect(srv.url) as client,
     ):
         sid = await client.open_session()
@@ -155,4 +169,3 @@ async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_can
         clock.advance_to(T0 + 2.0)
         answer, _ = await client.answer_of(rid)
         assert answer["result"] == {"stopReason": "cancelled"}
-        Stubborn.released = True

@@ -348,7 +348,7 @@ class AgentRuntime:
         task = turn.task
         assert task is not None
         timeout = self.cancel_timeout if self.connection.is_open else min(self.cancel_timeout, 0.3)
-        if not await wait_on(LoopClock(), (task,), timeout):
+        if not await wait_on(self.clock, (task,), timeout):
             logger.warning(
                 "turn of session %s ignored cancellation for %.1fs; answering cancelled and fencing it",
                 turn.session.id,
