@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from acp_driver.agent import Agent, Turn
 from acp_driver.core import Resolution, Rung
@@ -133,39 +131,33 @@ class Stubborn(Agent):
         return "end_turn"
 
 
-@pytest.fixture
-def stubborn() -> Iterator[type[Stubborn]]:
-    """Lets the stubborn turn go at the end, whatever happened (or the loop never closes)."""
-    Stubborn.released = False
-    try:
-        yield Stubborn
-    finally:
-        Stubborn.released = True
-
-
-async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_cancel_timeout(
-    stubborn: type[Stubborn],
-) -> None:
+async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_cancel_timeout() -> None:
     clock = FakeClock(T0)
+    Stubborn.released = False
     async with (
         asyncio.timeout(60),
-        server(serve_agent(stubborn, port=0, cancel_timeout=2.0, clock=clock), clock) as srv,
+        server(serve_agent(Stubborn, port=0, cancel_timeout=2.0, clock=clock), clock) as srv,
         WsClient.connect(srv.url) as client,
     ):
-        sid = await client.open_session()
-        rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("go")})
-        await client.next()  # "working": the turn runs
-        await client.notify("session/cancel", {"sessionId": sid})
-        conn = await _one_connection(srv)
-        runtime = conn.backend.runtime
-        await eventually(
-            lambda: any(s.turn is not None and s.turn.cancel_requested for s in runtime.sessions.values()),
-            "the cancel to reach the turn",
-        )
-        await eventually(lambda: T0 + 2.0 in clock.deadlines, "the runtime to wait on the clock")
-        clock.advance_to(T0 + 1.999)
-        await asyncio.sleep(0.05)  # (a real wait: nothing may come before the fake deadline)
-        assert runtime.sessions[sid].turn is not None  # still waiting for the handler
-        clock.advance_to(T0 + 2.0)
-        answer, _ = await client.answer_of(rid)
-        assert answer["result"] == {"stopReason": "cancelled"}
+        try:
+            sid = await client.open_session()
+            rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("go")})
+            await client.next()  # "working": the turn runs
+            await client.notify("session/cancel", {"sessionId": sid})
+            conn = await _one_connection(srv)
+            runtime = conn.backend.runtime
+            await eventually(
+                lambda: any(s.turn is not None and s.turn.cancel_requested for s in runtime.sessions.values()),
+                "the cancel to reach the turn",
+            )
+            await eventually(lambda: T0 + 2.0 in clock.deadlines, "the runtime to wait on the clock")
+            clock.advance_to(T0 + 1.999)
+            await asyncio.sleep(0.05)  # (a real wait: nothing may come before the fake deadline)
+            assert runtime.sessions[sid].turn is not None  # still waiting for the handler
+            clock.advance_to(T0 + 2.0)
+            answer, _ = await client.answer_of(rid)
+            assert answer["result"] == {"stopReason": "cancelled"}
+        finally:
+            # Let the turn go, whatever happened: a task that swallows every cancel would keep
+            # the test's event loop from ever closing.
+            Stubborn.released = True
