@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from ._connection import Connection
 from ._ndjson import open_pipes
-from ._process import ProcessGroup, StderrTail, drain_pipe
+from ._process import ProcessGroup
+from ._stderr import StderrTail, drain_pipe
 
 if TYPE_CHECKING:
     from ..trace import TraceSink
