@@ -718,6 +718,32 @@ MUTATIONS = [
         "            pass\n",
         ("tests/trace/test_otel.py::test_the_trace_context_crosses_the_wire_in_meta",),
     ),
+    Mutation(
+        "close-leftovers-cancelled",
+        "internal cancellation answers -32800: handlers ignoring their cancellation at close",
+        "aio/_serving.py",
+        '            self._answer_error(entry, ErrorCode.REQUEST_CANCELLED, "Request cancelled: connection closing")\n',
+        '            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, "Request cancelled: connection closing")\n',
+        (
+            "tests/aio/test_serving_edges.py::test_handlers_ignoring_their_cancellation_at_close_are_answered_cancelled",
+        ),
+    ),
+    Mutation(
+        "request-while-closing-cancelled",
+        "internal cancellation answers -32800: a request read while the connection closes",
+        "aio/_serving.py",
+        '                core.send_cancelled(event.id, "Request cancelled: connection closing")\n',
+        '                core.send_error(event.id, ErrorCode.INTERNAL_ERROR, "closing")\n',
+        ("tests/aio/test_serving_edges.py::test_a_request_read_while_closing_is_answered_cancelled",),
+    ),
+    Mutation(
+        "inline-handler-raises-answered",
+        "every request gets exactly one answer: a plain def handler that raises",
+        "aio/_serving.py",
+        "        except Exception as exc:\n            self._answer_exception(entry, exc)\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f\"Internal error in {entry.method}\")\n            raise\n        else:\n            if type(result)",
+        "        except Exception:\n            pass\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f\"Internal error in {entry.method}\")\n            raise\n        else:\n            if type(result)",
+        ("tests/aio/test_serving_edges.py::test_a_plain_def_handler_that_raises_is_answered_once",),
+    ),
 ]
 
 
