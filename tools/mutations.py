@@ -744,6 +744,16 @@ MUTATIONS = [
         "        except Exception:\n            pass\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f\"Internal error in {entry.method}\")\n            raise\n        else:\n            if type(result)",
         ("tests/aio/test_serving_edges.py::test_a_plain_def_handler_that_raises_is_answered_once",),
     ),
+    Mutation(
+        "permission-policy-swallowing-the-cancel",
+        "spec MUST (prompt-turn.mdx): a pending permission is answered cancelled even when the policy swallows the cancel",
+        "driver/_routing.py",
+        '        if turn is not None and turn.cancel_requested:\n            return {"outcome": dict(CANCELLED_OUTCOME)}\n        return {"outcome": validate_outcome(outcome, request)}\n',
+        '        return {"outcome": validate_outcome(outcome, request)}\n',
+        (
+            "tests/driver/test_reference_behaviors.py::test_a_policy_that_swallows_the_cancel_still_answers_cancelled",
+        ),
+    ),
 ]
 
 

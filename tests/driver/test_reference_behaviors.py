@@ -8,6 +8,7 @@ Timings are only bounded from above (generously), except where the ladder must w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -434,6 +435,46 @@ async def test_cancel_answers_pending_permission(tmp_path: Path) -> None:
         [tool] = turn.tool_calls.values()
         assert tool.kind == "edit"
         assert tool.cancelled  # not finished when the turn was cancelled
+        await close_and_check(agent)
+
+
+async def test_a_policy_that_swallows_the_cancel_still_answers_cancelled(tmp_path: Path) -> None:
+    """A permission dialog that catches the cancellation and says "allow" anyway: after
+    session/cancel the agent must still get the ``cancelled`` outcome (spec MUST), never the
+    late "allow"."""
+    asked = asyncio.Event()
+
+    async def stubborn_dialog(request: PermissionRequest) -> dict[str, Any]:
+        asked.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        return {"outcome": "selected", "optionId": request.options[0]["optionId"]}
+
+    wire: list[tuple[str, dict[str, Any]]] = []
+    async with (
+        asyncio.timeout(60),
+        running(
+            reference("polite"),
+            services=ClientServices(permission=stubborn_dialog),
+            ladder=LadderPolicy(budget=BUDGET),
+            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
+        ) as agent,
+    ):
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/permission")
+        await asyncio.wait_for(asked.wait(), 15)
+        outcome = await turn.cancel()
+        assert outcome.resolution is Resolution.CANCELLED
+        [asked_id] = [
+            m["id"] for d, m in wire if d == "in" and m.get("method") == "session/request_permission"
+        ]
+        [answer] = [m for d, m in wire if d == "out" and m.get("id") == asked_id and "method" not in m]
+        assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
+        cancel_at = next(
+            i for i, (d, m) in enumerate(wire) if d == "out" and m.get("method") == "session/cancel"
+        )
+        answer_at = next(i for i, (d, m) in enumerate(wire) if d == "out" and m.get("id") == asked_id)
+        assert answer_at < cancel_at  # answered before session/cancel went out
         await close_and_check(agent)
 
 
