@@ -754,6 +754,22 @@ MUTATIONS = [
             "tests/driver/test_reference_behaviors.py::test_a_policy_that_swallows_the_cancel_still_answers_cancelled",
         ),
     ),
+    Mutation(
+        "serve-reaps-the-agents-group-unsupervised",
+        "no orphans: serve releasing an agent kills what is left of its group (unsupervised, off Linux)",
+        "remote/_relay.py",
+        "        code = await self.process.reap(term_timeout=0)\n",
+        "        code = await self.process.wait()\n",
+        ("tests/remote/test_serve_websocket.py::test_unsupervised_an_agents_leftover_group_is_killed_at_release",),
+    ),
+    Mutation(
+        "process-group-stragglers-killed",
+        "no orphans: reaping a process group kills the members that outlived its leader",
+        "aio/_process.py",
+        "        code = await self.wait()\n        self._kill_stragglers()\n",
+        "        code = await self.wait()\n",
+        ("tests/remote/test_serve_websocket.py::test_unsupervised_an_agents_leftover_group_is_killed_at_release",),
+    ),
 ]
 
 

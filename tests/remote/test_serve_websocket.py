@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import websockets
 from acp_driver.agent import Agent, Turn
 from acp_driver.core import Rung
 
+from ..procs import pid_alive
 from ..waiting import eventually
 from . import serving
 from .serving import AGENTS, REFERENCE, WsClient, pid_gone, text_prompt
@@ -298,3 +300,29 @@ async def test_lone_surrogates_are_relayed_both_ways(make_server: Any) -> None:
         await client.ws.send(text.replace('"id": 99', '"id": 100').replace(", ", ",\n "))
         answer, before = await client.answer_of(100)
         assert before[0]["params"]["update"]["content"]["text"] == "a\udc01\ud800"
+
+
+async def test_unsupervised_an_agents_leftover_group_is_killed_at_release(
+    make_server: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Off Linux (no supervisor) the agent's process group is all serve owns: a grandchild
+    left in it when the agent exits (``sleep 60``, holding the agent's stdout) is killed when the
+    connection's agent is released, not left to run."""
+    from acp_driver.aio import ProcessGroup
+
+    monkeypatch.setattr(ProcessGroup, "supervise_default", False)
+    pidfile = tmp_path / "pids"
+    monkeypatch.setenv("ACP_TEST_PIDFILE", str(pidfile))
+    grandchild = [sys.executable, str(Path(__file__).parents[1] / "driver" / "agents" / "grandchild.py")]
+    server = await make_server(argv=grandchild)
+    async with WsClient.connect(server.url) as client:
+        sid = await client.open_session()
+        await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("go")})
+        await eventually(lambda: "grandchild" in (pidfile.read_text() if pidfile.exists() else ""), "the helper")
+        (conn,) = server.connections.values()
+        assert not conn.backend.process.supervised
+        await asyncio.wait_for(conn.wait_ended(), 30)  # the agent exited: its connection ended
+    pids = {role: int(pid) for role, pid in (line.split() for line in pidfile.read_text().splitlines())}
+    assert not pid_alive(pids["agent"])
+    # SIGKILLed with the group when the agent was released (a moment to die), not after its 60 s.
+    await eventually(lambda: not pid_alive(pids["grandchild"]), "the grandchild to die", timeout=5)
