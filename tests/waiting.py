@@ -15,11 +15,17 @@ DEFAULT_TIMEOUT = 15.0
 
 
 async def eventually(
-    predicate: Callable[[], object], what: str = "condition", timeout: float = DEFAULT_TIMEOUT
+    predicate: Callable[[], object],
+    what: str = "condition",
+    timeout: float = DEFAULT_TIMEOUT,
+    *,
+    details: Callable[[], str] | None = None,
 ) -> None:
-    """Return once ``predicate()`` is true; fail the test after ``timeout`` seconds."""
+    """Return once ``predicate()`` is true; fail the test after ``timeout`` seconds, with
+    ``details()`` (e.g. both sides' traces) in the message."""
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            message = f"timed out after {timeout}s waiting for {what}"
+            raise AssertionError(f"{message}\n{details()}" if details is not None else message)
         await asyncio.sleep(0.01)

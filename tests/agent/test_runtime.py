@@ -66,7 +66,7 @@ class Client:
         assert found, f"no response to {method}"
         return found[-1]
 
-    async def wait_for(self, method: str, count: int = 1) -> None:
+    async def wait_for_messages(self, method: str, count: int = 1) -> None:
         await eventually(lambda: len(self.received(method)) >= count, f"{count} x {method}")
 
     async def close(self) -> None:
@@ -101,7 +101,7 @@ async def reference() -> AsyncIterator[Client]:
 @pytest.mark.parametrize("mode", ["raise", "end_turn", "swallow"])
 async def test_cancelled_turn_answers_cancelled_whatever_the_handler_does(tricky: Client, mode: str) -> None:
     turn = tricky.prompt(mode)
-    await tricky.wait_for("session/update")
+    await tricky.wait_for_messages("session/update")
     tricky.cancel()
     assert await turn == {"stopReason": "cancelled"}
 
@@ -111,11 +111,11 @@ async def test_swallowed_cancel_is_fenced_after_the_response(tricky: Client) -> 
     # cancel_timeout and fences the turn. The handler then tries an update and a request: both
     # are refused (TurnEndedError), nothing of the turn reaches the wire after its response.
     turn = tricky.prompt("swallow")
-    await tricky.wait_for("session/update")
+    await tricky.wait_for_messages("session/update")
     tricky.cancel()
     assert await turn == {"stopReason": "cancelled"}
     answered_at, _ = tricky.response_to("session/prompt")
-    await tricky.wait_for("_tricky/fenced")
+    await tricky.wait_for_messages("_tricky/fenced")
     [(_, note)] = tricky.received("_tricky/fenced")
     assert note["params"] == {"ended": True, "update": "refused", "request": "refused"}
     assert [m for t, m in tricky.received("session/update") if t > answered_at] == []
@@ -145,7 +145,7 @@ async def test_cascade_cancel_request_for_the_pending_permission_is_on_the_wire(
 
     tricky.conn.on_request("session/request_permission", hold)
     turn = tricky.prompt("permission")
-    await tricky.wait_for("session/request_permission")
+    await tricky.wait_for_messages("session/request_permission")
     _, permission = tricky.received("session/request_permission")[0]
     tricky.cancel()
     assert await turn == {"stopReason": "cancelled"}
@@ -180,7 +180,7 @@ async def test_cascade_reaches_requests_made_from_sub_tasks(tricky: Client) -> N
 
 async def test_no_update_after_the_response_for_a_streaming_turn(tricky: Client) -> None:
     turn = tricky.prompt("stream")
-    await tricky.wait_for("session/update", 20)
+    await tricky.wait_for_messages("session/update", 20)
     tricky.cancel()
     assert await turn == {"stopReason": "cancelled"}
     answered_at, _ = tricky.response_to("session/prompt")
@@ -195,7 +195,7 @@ async def test_cancel_request_on_the_prompt_answers_cancelled(reference: Client)
     turn = reference.conn.request_nowait(
         "session/prompt", {"sessionId": reference.session_id, "prompt": prompt}
     )
-    await reference.wait_for("session/update")  # the turn is running
+    await reference.wait_for_messages("session/update")  # the turn is running
     reference.conn.cancel_request(turn.rid)  # type: ignore[attr-defined]
     assert await turn == {"stopReason": "cancelled"}
 
@@ -262,7 +262,7 @@ async def test_stdin_eof_cancels_in_flight_work_and_exits_quickly() -> None:
         async with asyncio.timeout(60):
             await c.start()
             turn = c.prompt("working\n/sleep 30000")
-            await c.wait_for("session/update")
+            await c.wait_for_messages("session/update")
             started = time.monotonic()
             c.conn.close_write()
             assert c.process is not None

@@ -16,7 +16,7 @@ from acp_driver import Connection, RequestCancelledError, RequestTimeoutError
 from acp_driver.core import Ignored, Outcome, Quiet
 
 
-class Wire:
+class RecordingTransport:
     """A message transport (see ``acp_driver.aio.Transport``) that keeps what is sent."""
 
     def __init__(self) -> None:
@@ -41,9 +41,9 @@ class Wire:
         return [m["params"]["requestId"] for m in self.messages() if m.get("method") == "$/cancel_request"]
 
 
-async def connected() -> tuple[Connection, Wire]:
+async def connected() -> tuple[Connection, RecordingTransport]:
     conn = Connection(name="t")
-    wire = Wire()
+    wire = RecordingTransport()
     conn.attach(wire)
     return conn, wire
 

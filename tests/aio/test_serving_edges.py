@@ -17,20 +17,20 @@ from acp_driver import Connection, RpcError
 from acp_driver.core import ErrorCode
 
 from ..waiting import eventually
-from .test_requests import Wire
+from .test_requests import RecordingTransport
 
 
 def request(rid: int, method: str, params: Any = None) -> bytes:
     return orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}})
 
 
-def answers(wire: Wire) -> dict[Any, dict[str, Any]]:
+def answers(wire: RecordingTransport) -> dict[Any, dict[str, Any]]:
     return {m["id"]: m for m in wire.messages() if "method" not in m}
 
 
 async def test_a_plain_def_handler_that_raises_is_answered_once() -> None:
     conn = Connection(name="t")
-    wire = Wire()
+    wire = RecordingTransport()
     conn.attach(wire)
 
     def boom(params: Any) -> Any:
@@ -53,7 +53,7 @@ async def test_a_plain_def_handler_that_raises_is_answered_once() -> None:
 
 async def test_handlers_ignoring_their_cancellation_at_close_are_answered_cancelled() -> None:
     conn = Connection(name="t", close_timeout=0.2)
-    wire = Wire()
+    wire = RecordingTransport()
     conn.attach(wire)
     release = asyncio.Event()
 
@@ -77,7 +77,7 @@ async def test_handlers_ignoring_their_cancellation_at_close_are_answered_cancel
 
 async def test_a_request_read_while_closing_is_answered_cancelled() -> None:
     conn = Connection(name="t", close_timeout=5.0)
-    wire = Wire()
+    wire = RecordingTransport()
     conn.attach(wire)
     started = asyncio.Event()
     release = asyncio.Event()

@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from acp_driver.driver import PromptTurn, RemoteAgent, Update, launch
 from ..procs import group_alive as group_alive
 from ..procs import pid_alive as pid_alive
 from ..procs import wait_group_gone
-from ..waiting import eventually
 
 AGENTS = Path(__file__).with_name("agents")
 
@@ -67,10 +66,6 @@ async def running(argv: Sequence[str], **options: Any) -> AsyncIterator[RemoteAg
                 await agent.aclose()
         finally:
             _kill_group(pgid)
-
-
-async def wait_for(predicate: Callable[[], object], what: str, timeout: float = 15.0) -> None:
-    await eventually(predicate, what, timeout)
 
 
 async def take(turn: PromptTurn, count: int) -> list[Update]:

@@ -27,6 +27,7 @@ from acp_driver.driver import (
     launch,
 )
 
+from ..waiting import eventually
 from ._helpers import (
     assert_group_gone,
     close_and_check,
@@ -35,7 +36,6 @@ from ._helpers import (
     running,
     script,
     take,
-    wait_for,
 )
 
 PROMPTLY = 10.0
@@ -100,7 +100,7 @@ async def test_agent_closes_stdout_but_keeps_running(tmp_path: Path) -> None:
         assert result.resolution is Resolution.AGENT_EXITED
         assert result.error is not None
         # The useless process was ended and reaped, without waiting for aclose().
-        await wait_for(lambda: agent.returncode is not None, "the agent to be reaped", timeout=PROMPTLY)
+        await eventually(lambda: agent.returncode is not None, "the agent to be reaped", timeout=PROMPTLY)
         assert agent.returncode is not None
         assert agent.returncode < 0
         assert not pid_alive(read_pids(pidfile)["agent"])
@@ -121,7 +121,7 @@ async def test_stderr_flood_does_not_deadlock(tmp_path: Path) -> None:
         assert len(agent.stderr.lines(10)) <= 10
         tail = agent.stderr.lines(10**9)
         assert sum(len(line) + 1 for line in tail) <= 64 * 1024 + 1024  # the tail is bounded
-        await wait_for(lambda: "flood over" in agent.stderr.lines(3), "the end of the flood")
+        await eventually(lambda: "flood over" in agent.stderr.lines(3), "the end of the flood")
         await close_and_check(agent)
     peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     assert peak_after - peak_before < 50 * 1024, "the host's memory grew with the agent's stderr"
@@ -166,7 +166,7 @@ async def test_grandchild_holding_stdout_does_not_stall_the_turn(tmp_path: Path)
         pids = read_pids(pidfile)
         grandchild = pids["grandchild"]
         # It was in the agent's group: the driver killed it with the group.
-        await wait_for(lambda: not pid_alive(grandchild), "the grandchild to die", timeout=PROMPTLY)
+        await eventually(lambda: not pid_alive(grandchild), "the grandchild to die", timeout=PROMPTLY)
         await assert_group_gone(agent.process.pgid)
         await close_and_check(agent)
 
@@ -187,7 +187,7 @@ async def test_updates_after_the_response_are_late(tmp_path: Path) -> None:
         assert first.tool_calls["call_1"].status == "in_progress"
 
         # The chunk sent 0.3 s after the response: no turn is running -> late.
-        await wait_for(lambda: session.late_updates >= 1, "the late chunk")
+        await eventually(lambda: session.late_updates >= 1, "the late chunk")
         assert session.late_updates == 1
         assert [u.raw["content"]["text"] for u in first.late_updates] == ["late after turn 1"]
 
@@ -231,7 +231,7 @@ async def test_update_in_the_same_read_as_the_response_is_late(tmp_path: Path) -
         texts = [u.text for u in first_updates if isinstance(u, AgentMessageChunk)]
         try:
             assert texts == ["turn 1 text"], "the late chunk was attributed to the finished turn"
-            await wait_for(lambda: session.late_updates >= 1, "the late chunk", timeout=2.0)
+            await eventually(lambda: session.late_updates >= 1, "the late chunk", timeout=2.0)
         finally:
             await close_and_check(agent)
 
@@ -350,7 +350,7 @@ async def _stuck_turn(agent: RemoteAgent, tmp_path: Path) -> tuple[RemoteSession
     """A turn whose 1 MB prompt the agent never reads: the host's writes are paused."""
     session = await agent.new_session(tmp_path)
     turn = session.prompt("x" * 1_000_000)
-    await wait_for(lambda: agent.connection.write_paused, "the pipe to fill up (the agent reads nothing)")
+    await eventually(lambda: agent.connection.write_paused, "the pipe to fill up (the agent reads nothing)")
     return session, turn
 
 
@@ -379,7 +379,7 @@ async def test_kill_lands_when_the_agent_stops_reading(tmp_path: Path) -> None:
     ):
         _session, turn = await _stuck_turn(agent, tmp_path)
         cancel = asyncio.ensure_future(turn.cancel())
-        await wait_for(lambda: turn.ladder is not None and bool(turn.ladder.taken), "the first step")
+        await eventually(lambda: turn.ladder is not None and bool(turn.ladder.taken), "the first step")
         turn.kill()  # the second Ctrl-C
         try:
             async with asyncio.timeout(4.0):

@@ -13,37 +13,17 @@ from typing import Any
 
 import orjson
 
-from acp_driver.driver import ClientServices, LadderPolicy, PromptTurn, Resolution, Rung
+from acp_driver.driver import ClientServices, LadderPolicy, Resolution, Rung
 from acp_driver.services import LocalTerminals
 
 from ..fakeclock import FakeClock
 from ..procs import wait_group_gone
 from ..waiting import eventually
+from ..wire import Wire, first_update
 from ._helpers import close_and_check, reference, running, script
 
 BUDGET = 8.0
 T0 = 1000.0
-
-
-class Wire:
-    """What the host sent, from the launch's tracer."""
-
-    def __init__(self) -> None:
-        self.out: list[dict[str, Any]] = []
-
-    def trace(self, direction: str, message: bytes) -> None:
-        if direction == "out":
-            self.out.append(orjson.loads(message))
-
-    def methods(self) -> list[str]:
-        return [m["method"] for m in self.out if "method" in m]
-
-
-async def started(turn: PromptTurn) -> None:
-    """The agent is working on the turn (its first update arrived)."""
-    async for _update in turn:
-        return
-    raise AssertionError(f"turn ended before any update: {turn.result}")
 
 
 async def test_every_step_at_its_moment_then_sigkill_resolves(tmp_path: Path) -> None:
@@ -98,7 +78,7 @@ async def test_an_agent_dying_at_sigterm_resolves_at_terminate(tmp_path: Path) -
     ):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("working\n/sleep 600000")
-        await started(turn)
+        await first_update(turn)
         canceller = asyncio.create_task(turn.cancel())
         await eventually(lambda: turn.ladder is not None, "the cancel to start the ladder")
         clock.advance_to(T0 + BUDGET * 0.75)
@@ -118,7 +98,7 @@ async def test_a_polite_agent_resolves_before_any_time_passes(tmp_path: Path) ->
     ):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("working\n/sleep 600000")
-        await started(turn)
+        await first_update(turn)
         outcome = await turn.cancel()
         assert outcome.resolution is Resolution.CANCELLED
         assert outcome.resolved_by == "session_cancel"
@@ -172,7 +152,7 @@ async def test_a_permission_request_after_the_cancel_is_answered_cancelled(tmp_p
     ):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("working\n/sleep 300\n/permission")
-        await started(turn)
+        await first_update(turn)
         canceller = asyncio.create_task(turn.cancel())
         await eventually(
             lambda: any(d == "in" and m.get("method") == "session/request_permission" for d, m in wire),
@@ -215,7 +195,7 @@ async def test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled(tmp
         agent.connection.on_notification("_cleanup/report", reports.append)
         session = await agent.new_session(tmp_path)
         turn = session.prompt("go")
-        await started(turn)
+        await first_update(turn)
         [terminal] = terminals.terminals.values()
         outcome = await turn.cancel()
         assert reports == [{"output": "ok", "wait_for_exit": "ok", "kill": "ok", "release": "ok"}]

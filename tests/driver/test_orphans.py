@@ -29,7 +29,8 @@ from acp_driver.services import LocalTerminals
 
 from ..procs import pid_alive
 from ..services._helpers import FakeSession
-from ._helpers import read_pids, script, wait_for
+from ..waiting import eventually
+from ._helpers import read_pids, script
 
 pytestmark = pytest.mark.skipif(not supervision_available(), reason="the supervisor needs Linux")
 
@@ -68,7 +69,7 @@ async def agent_with_tools(
     agent = await launch(script("escaping_tools"), env=env, **options)
     session = await agent.new_session(tmp_path)
     turn = session.prompt("start your tools")
-    await wait_for(lambda: {"agent", *TOOLS} <= read_pids(pidfile).keys(), what="the tools")
+    await eventually(lambda: {"agent", *TOOLS} <= read_pids(pidfile).keys(), what="the tools")
     pids = read_pids(pidfile)
     assert agent.process.supervised
     assert pids["agent"] == agent.process.pid
@@ -113,7 +114,7 @@ async def test_a_terminal_release_leaves_no_descendant(tmp_path, pidfile, monkey
         command = [*script("escaping_tools"), "--tools", "term"]
         tid = await terminals.create(session, session, {"command": command[0], "args": command[1:]})
         roles = {"term", "term-setsid", "term-daemon"}
-        await wait_for(lambda: roles <= read_pids(pidfile).keys(), what="the terminal's tools")
+        await eventually(lambda: roles <= read_pids(pidfile).keys(), what="the terminal's tools")
         assert read_pids(pidfile)["term"] == terminals.terminals[tid].pid
         async with asyncio.timeout(30):
             await terminals.release(session, tid)

@@ -30,7 +30,8 @@ from acp_driver.driver import (
 )
 
 from ..fakeclock import FakeClock
-from ._helpers import close_and_check, reference, running, take, wait_for
+from ..waiting import eventually
+from ._helpers import close_and_check, reference, running, take
 
 BUDGET = 2.0
 T0 = 1000.0
@@ -99,7 +100,7 @@ async def test_cancel_each_behavior(behavior: str, tmp_path: Path) -> None:
             turn = session.prompt(expect.prompt)
             await started(turn)
             canceller = asyncio.create_task(turn.cancel())
-            await wait_for(lambda: turn.ladder is not None, "the ladder to start")
+            await eventually(lambda: turn.ladder is not None, "the ladder to start")
             last_step = expect.steps[-1] if expect.steps else expect.resolved_by
             if last_step != "session_cancel":
                 assert not canceller.done()
@@ -180,7 +181,7 @@ async def test_kill_skips_to_sigkill(cancel_first: bool, tmp_path: Path) -> None
         started_at = time.monotonic()
         if cancel_first:
             cancel = asyncio.ensure_future(turn.cancel())
-            await wait_for(lambda: turn.ladder is not None and bool(turn.ladder.taken), "the first step")
+            await eventually(lambda: turn.ladder is not None and bool(turn.ladder.taken), "the first step")
             assert not cancel.done()  # the hung agent ignores session/cancel
             turn.kill()
             outcome = await cancel
@@ -346,7 +347,7 @@ async def test_several_agents_at_once(tmp_path: Path) -> None:
                     seen[i].append(update)
 
             consumers = [asyncio.ensure_future(consume(i)) for i in range(len(turns))]
-            await wait_for(lambda: all(seen.values()), "every turn's first update")
+            await eventually(lambda: all(seen.values()), "every turn's first update")
             victim = turns[2]  # the second agent's first session
             outcome = await victim.cancel()
             assert outcome.resolution is Resolution.CANCELLED
@@ -378,7 +379,7 @@ async def test_title_after_response_is_session_wide(prompt: str, tmp_path: Path)
         session = await agent.new_session(tmp_path)
         result = await session.prompt(prompt)
         assert result.resolution is Resolution.COMPLETED
-        await wait_for(lambda: session.title == "Refactor the parser", "the title")
+        await eventually(lambda: session.title == "Refactor the parser", "the title")
         assert session.late_updates == 0
         assert [u.kind for u in session.session_updates] == ["session_info_update"]
         # The next turn is not disturbed by it.

@@ -35,8 +35,6 @@ from packaging.version import InvalidVersion, Version
 
 from acp_driver.aio import Connection
 
-from ..waiting import eventually
-
 SDK_DIST = "agent-client-protocol"
 SDK_MIN = "1.0.0rc3"
 PEER_SCRIPT = Path(__file__).with_name("sdk_peer.py")
@@ -119,14 +117,6 @@ class Peer:
             f"--- our trace ({self.transport}) ---\n{self.trace.dump()}\n"
             f"--- SDK peer stderr ---\n{self.stderr()}"
         )
-
-
-async def wait_for(predicate: Callable[[], bool], timeout: float, what: str, peer: Peer) -> None:
-    """Poll ``predicate`` until true; fail with both sides' traces after ``timeout`` seconds."""
-    try:
-        await eventually(predicate, what, timeout)
-    except AssertionError as exc:
-        pytest.fail(f"{exc}\n{peer.report()}")
 
 
 async def _spawn(transport: str, stderr: Any) -> tuple[asyncio.subprocess.Process, Any, Any]:

@@ -36,6 +36,8 @@ from acp_driver.driver import (
     launch,
 )
 
+from ..waiting import eventually
+from ..wire import first_update
 from .conftest import SdkPeer, Trace
 from .schema_check import assert_conforms
 
@@ -117,12 +119,6 @@ async def drive(sdk: SdkPeer, permission: PermissionPolicy = allow_all) -> Async
     assert code == 0, f"{sdk.id} agent exit status {code} after we closed its stdin\n{driven.report()}"
 
 
-async def first_update(turn: PromptTurn, driven: Driven) -> Update:
-    async for update in turn:
-        return update
-    pytest.fail(f"the turn ended without any update: {turn.result}\n{driven.report()}")
-
-
 def texts(updates: list[Update]) -> list[str]:
     return [u.text for u in updates if isinstance(u, AgentMessageChunk)]
 
@@ -169,7 +165,7 @@ async def test_session_cancel_stops_the_turn(sdk: SdkPeer) -> None:
     async with drive(sdk) as d:
         session = await d.agent.new_session(os.getcwd())
         turn = session.prompt("/sleep 30000")
-        first = await first_update(turn, d)
+        first = await first_update(turn, d.report)
         assert isinstance(first, AgentMessageChunk), d.report()
         assert first.text == "sleeping", d.report()
         outcome = await turn.cancel()
@@ -196,7 +192,11 @@ async def test_cancel_request_for_an_extension_request(sdk: SdkPeer) -> None:
         ids: list[Any] = []
         started = time.monotonic()
         call = asyncio.ensure_future(d.agent.connection.request(method, {"ms": ms}, on_sent=ids.append))
-        await asyncio.sleep(0.3)  # let the agent start serving it
+        await eventually(
+            lambda: any("sleep started" in line for line in d.agent.stderr.lines(50)),
+            "the agent to start serving it",
+            details=d.report,
+        )
         assert d.agent.cancel_request(ids[0]), "the request was not in flight any more"
         cancelled_at = time.monotonic()
         try:
@@ -223,7 +223,7 @@ async def test_cancel_request_for_the_prompt(sdk: SdkPeer) -> None:
     async with drive(sdk) as d:
         session = await d.agent.new_session(os.getcwd())
         turn = session.prompt(f"/sleep {ms}")
-        await first_update(turn, d)
+        await first_update(turn, d.report)
         assert d.agent.cancel_request(turn.request_id)
         cancelled_at = time.monotonic()
         result = await turn

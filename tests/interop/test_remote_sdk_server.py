@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from acp_driver.core import RequestCancelledError
@@ -23,13 +22,13 @@ from acp_driver.driver import (
     AgentMessageChunk,
     ClientServices,
     PermissionRequest,
-    PromptTurn,
     Resolution,
     connect,
 )
 
 from ..remote.conftest import PROFILES, Server, sdk_servers
 from ..waiting import eventually
+from ..wire import Wire, first_update
 
 pytestmark = [pytest.mark.interop, pytest.mark.parametrize("profile", PROFILES)]
 
@@ -40,21 +39,6 @@ LIMIT = 60  # seconds: a bound on each test, never a timing assertion
 async def sdk_server(tmp_path: Path) -> AsyncIterator[Callable[..., Server]]:
     async with sdk_servers(tmp_path) as start:
         yield start
-
-
-class Wire:
-    def __init__(self) -> None:
-        self.out: list[dict[str, Any]] = []
-
-    def trace(self, direction: str, message: bytes) -> None:
-        if direction == "out":
-            self.out.append(orjson.loads(message))
-
-
-async def first_update(turn: PromptTurn) -> None:
-    async for _update in turn:
-        return
-    raise AssertionError(f"turn ended before any update: {turn.result}")
 
 
 async def test_prompt_streams_typed_updates(sdk_server: Any, profile: str, tmp_path: Path) -> None:

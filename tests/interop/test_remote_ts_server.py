@@ -35,7 +35,6 @@ from acp_driver.driver import (
     AgentMessageChunk,
     ClientServices,
     PermissionRequest,
-    PromptTurn,
     Resolution,
     ToolCall,
     ToolCallUpdate,
@@ -45,6 +44,7 @@ from acp_driver.driver import (
 from ..fakeclock import FakeClock
 from ..remote.test_connect_profiles import BUDGET, T0
 from ..waiting import eventually
+from ..wire import Wire, first_update
 from .conftest import PEERS_DIR, PeerInstaller, TypeScriptSdk, typescript_sdk_or_skip
 
 pytestmark = pytest.mark.interop
@@ -123,21 +123,6 @@ def server(ts_server: TsServer) -> Iterator[TsServer]:
 def tag(request: pytest.FixtureRequest) -> dict[str, str]:
     """Headers naming the test's requests (``X-Test``), to find them in ``seen()``."""
     return {"X-Test": request.node.name}
-
-
-class Wire:
-    def __init__(self) -> None:
-        self.out: list[dict[str, Any]] = []
-
-    def trace(self, direction: str, message: bytes) -> None:
-        if direction == "out":
-            self.out.append(orjson.loads(message))
-
-
-async def first_update(turn: PromptTurn) -> None:
-    async for _update in turn:
-        return
-    raise AssertionError(f"turn ended before any update: {turn.result}")
 
 
 def requests_of(server: TsServer, tag: dict[str, str]) -> list[dict[str, Any]]:

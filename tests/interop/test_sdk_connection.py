@@ -17,7 +17,8 @@ import pytest
 from acp_driver.aio import current_request
 from acp_driver.core import ConnectionClosedError, ErrorCode, RequestTimeoutError, RpcError
 
-from .conftest import Peer, wait_for
+from ..waiting import eventually
+from .conftest import Peer
 
 pytestmark = pytest.mark.interop
 
@@ -59,8 +60,7 @@ async def test_we_cancel_a_request_to_the_sdk(sdk_peer: Peer, how: str) -> None:
     async with asyncio.timeout(30):
         if how == "task_cancel":
             task = asyncio.create_task(conn.request("slow", {}, cancel_grace=GRACE))
-            await wait_for(started.is_set, 10, "the SDK's slow handler to start", sdk_peer)
-            await asyncio.sleep(0.3)
+            await eventually(started.is_set, "the SDK's slow handler to start", 10, details=sdk_peer.report)
             assert not task.done(), sdk_peer.report()
             gave_up = time.monotonic()
             task.cancel()
@@ -119,7 +119,7 @@ async def test_sdk_cancels_a_request_to_us(sdk_peer: Peer) -> None:
     conn.on_request("our/slow", our_slow)
     async with asyncio.timeout(30):
         assert await conn.request("ask_back", {"after": 0.2}) == {"gave_up": True}
-        await wait_for(cancelled.is_set, 10, "our handler to be cancelled", sdk_peer)
+        await eventually(cancelled.is_set, "our handler to be cancelled", 10, details=sdk_peer.report)
 
     sdk_rid = the_one(
         [m for m in trace.messages("in") if m.get("method") == "our/slow"], "our/slow request", sdk_peer
@@ -202,7 +202,9 @@ async def test_close_answers_the_sdk_request_in_flight(sdk_peer: Peer) -> None:
     conn.on_request("our/slow", our_slow)
     async with asyncio.timeout(30):
         ask = asyncio.create_task(conn.request("ask_back", {"after": 30}))
-        await wait_for(started.is_set, 10, "the SDK's request to reach our handler", sdk_peer)
+        await eventually(
+            started.is_set, "the SDK's request to reach our handler", 10, details=sdk_peer.report
+        )
         await conn.aclose("test closes with requests in flight")
         with pytest.raises(ConnectionClosedError):
             await ask
@@ -236,7 +238,7 @@ async def test_sdk_exits_with_our_request_in_flight(sdk_peer: Peer) -> None:
     conn.on_notification("peer/started", lambda params: started.set())
     async with asyncio.timeout(30):
         slow = asyncio.create_task(conn.request("slow", {}))
-        await wait_for(started.is_set, 10, "the SDK's slow handler to start", sdk_peer)
+        await eventually(started.is_set, "the SDK's slow handler to start", 10, details=sdk_peer.report)
         with pytest.raises(ConnectionClosedError):
             await conn.request("exit")
         with pytest.raises(ConnectionClosedError):

@@ -12,14 +12,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from acp_driver.driver import (
     AgentDisconnectedError,
     AgentMessageChunk,
     LadderPolicy,
-    PromptTurn,
     RemoteAgent,
     Resolution,
     Rung,
@@ -29,6 +27,7 @@ from acp_driver.driver import (
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
+from ..wire import first_update
 from .conftest import PROFILES
 
 pytestmark = pytest.mark.parametrize("profile", PROFILES)
@@ -36,21 +35,6 @@ pytestmark = pytest.mark.parametrize("profile", PROFILES)
 BUDGET = 8.0
 T0 = 1000.0
 LIMIT = 60  # seconds: a bound on each test, never a timing assertion
-
-
-class Wire:
-    def __init__(self) -> None:
-        self.out: list[dict[str, Any]] = []
-
-    def trace(self, direction: str, message: bytes) -> None:
-        if direction == "out":
-            self.out.append(orjson.loads(message))
-
-
-async def first_update(turn: PromptTurn) -> None:
-    async for _update in turn:
-        return
-    raise AssertionError(f"turn ended before any update: {turn.result}")
 
 
 async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(

@@ -147,7 +147,9 @@ async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_can
             conn = await _one_connection(srv)
             runtime = conn.backend.runtime
             await eventually(
-                lambda: any(s.turn is not None and s.turn.cancel_requested for s in runtime.sessions.values()),
+                lambda: any(
+                    s.turn is not None and s.turn.cancel_requested for s in runtime.sessions.values()
+                ),
                 "the cancel to reach the turn",
             )
             await eventually(lambda: T0 + 2.0 in clock.deadlines, "the runtime to wait on the clock")

@@ -318,7 +318,9 @@ async def test_unsupervised_an_agents_leftover_group_is_killed_at_release(
     async with WsClient.connect(server.url) as client:
         sid = await client.open_session()
         await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("go")})
-        await eventually(lambda: "grandchild" in (pidfile.read_text() if pidfile.exists() else ""), "the helper")
+        await eventually(
+            lambda: "grandchild" in (pidfile.read_text() if pidfile.exists() else ""), "the helper"
+        )
         (conn,) = server.connections.values()
         assert not conn.backend.process.supervised
         await asyncio.wait_for(conn.wait_ended(), 30)  # the agent exited: its connection ended

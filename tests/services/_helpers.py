@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from acp_driver.services import LocalTerminals
@@ -10,7 +9,6 @@ from acp_driver.services import LocalTerminals
 from ..procs import group_members
 from ..procs import pid_alive as pid_alive
 from ..procs import wait_group_gone as procs_wait_group_gone
-from ..waiting import eventually
 
 
 @dataclass(eq=False)
@@ -42,10 +40,6 @@ def live_members(pgid: int) -> list[str]:
 async def wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
     """The group is fully gone; a live member fails at once (see ``procs.wait_group_gone``)."""
     await procs_wait_group_gone(pgid, timeout, dying_ok=False)
-
-
-async def wait_for(predicate: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> None:
-    await eventually(predicate, what, timeout)
 
 
 class RecordingTerminals(LocalTerminals):

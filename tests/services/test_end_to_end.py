@@ -23,7 +23,8 @@ from acp_driver.driver import (
 )
 from acp_driver.services import LocalFileSystem
 
-from ._helpers import RecordingTerminals, live_members, pid_alive, wait_for, wait_group_gone
+from ..waiting import eventually
+from ._helpers import RecordingTerminals, live_members, pid_alive, wait_group_gone
 
 AGENT = [sys.executable, "-m", "acp_driver", "agent"]
 
@@ -167,7 +168,7 @@ async def test_cancelled_turn_kills_its_terminal(root):
         async with asyncio.timeout(30):
             turn = session.prompt('/terminal sh -c "sleep 60 & echo $$ > pidfile; wait"')
             pidfile = root / "pidfile"
-            await wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="pidfile")
+            await eventually(lambda: pidfile.exists() and pidfile.read_text().strip(), what="pidfile")
             pid = int(pidfile.read_text())
             assert pid_alive(pid)
             assert [t.pgid for t in terminals.terminals.values()] == [pid]
@@ -175,8 +176,8 @@ async def test_cancelled_turn_kills_its_terminal(root):
             result = await turn
         assert result.stop_reason == "cancelled"
         assert outcome.resolved_by == "session_cancel"
-        await wait_for(lambda: not live_members(pid), what="the terminal's group to die")
-        await wait_for(lambda: not terminals.terminals, what="the terminal to be released")
+        await eventually(lambda: not live_members(pid), what="the terminal's group to die")
+        await eventually(lambda: not terminals.terminals, what="the terminal to be released")
         await wait_group_gone(pid)
         # The session goes on.
         text, result = await say(session, "/terminal echo still here")
@@ -194,7 +195,7 @@ async def test_aclose_leaves_no_process(root):
         turn = session.prompt('/terminal sh -c "sleep 60 & echo $$ > pidfile; exec sleep 60"')
         pidfile = root / "pidfile"
         async with asyncio.timeout(30):
-            await wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="pidfile")
+            await eventually(lambda: pidfile.exists() and pidfile.read_text().strip(), what="pidfile")
         pid = int(pidfile.read_text())
         assert live_members(pid)
     finally:

@@ -13,7 +13,8 @@ from acp_driver import RequestCancelledError, RpcError
 from acp_driver.services import LocalTerminals, ServiceError
 from acp_driver.services._terminals import utf8_complete_end, utf8_tail_start
 
-from ._helpers import FakeSession, FakeTurn, live_members, pid_alive, wait_for, wait_group_gone
+from ..waiting import eventually
+from ._helpers import FakeSession, FakeTurn, live_members, pid_alive, wait_group_gone
 
 PY = sys.executable
 
@@ -69,7 +70,7 @@ async def test_output_while_running_has_no_exit_status(terminals, session):
     tid = await terminals.create(
         session, session, py("import time; print('started', flush=True); time.sleep(60)")
     )
-    await wait_for(lambda: terminals.terminals[tid].output_text() == "started\n", what="first line")
+    await eventually(lambda: terminals.terminals[tid].output_text() == "started\n", what="first line")
     out = await terminals.output(session, tid)
     assert out == {"output": "started\n", "truncated": False}
     await terminals.release(session, tid)
@@ -250,7 +251,7 @@ async def test_a_shell_line_is_killed_with_its_whole_group(terminals, session, r
     line = f"sleep 60 & echo $! > {root}/bg.pid; tail -f /dev/null"
     async with asyncio.timeout(30):
         tid = await terminals.create(session, session, {"sessionId": "sess_1", "command": line})
-        await wait_for(lambda: (root / "bg.pid").exists() and (root / "bg.pid").read_text().strip())
+        await eventually(lambda: (root / "bg.pid").exists() and (root / "bg.pid").read_text().strip())
         background = int((root / "bg.pid").read_text())
         pgid = terminals.terminals[tid].pgid
         assert pid_alive(background)
@@ -305,7 +306,7 @@ async def test_invalid_params(terminals, session, bad):
 async def test_kill_keeps_the_terminal_until_release(terminals, session):
     tid = await terminals.create(session, session, params("sh", "-c", "echo started; exec sleep 60"))
     terminal = terminals.terminals[tid]
-    await wait_for(lambda: "started" in terminal.output_text(), what="output")
+    await eventually(lambda: "started" in terminal.output_text(), what="output")
     await terminals.kill(session, tid)
     assert not pid_alive(terminal.pid)
     status = await terminals.wait_for_exit(session, tid)
@@ -329,7 +330,7 @@ async def test_kill_escalates_to_sigkill(session):
             session, session, params("sh", "-c", "trap '' TERM; echo ready; sleep 60 & wait")
         )
         terminal = terminals.terminals[tid]
-        await wait_for(lambda: "ready" in terminal.output_text(), what="trap set")
+        await eventually(lambda: "ready" in terminal.output_text(), what="trap set")
         await terminals.kill(session, tid)
         assert await terminals.wait_for_exit(session, tid) == {"exitCode": None, "signal": "SIGKILL"}
         assert live_members(terminal.pgid) == []
@@ -364,7 +365,7 @@ async def test_cancelling_wait_for_exit_leaves_the_terminal_alone(terminals, ses
 async def test_release_while_running_kills_the_whole_group(terminals, session):
     tid = await terminals.create(session, session, params("sh", "-c", "sleep 60 & sleep 60"))
     terminal = terminals.terminals[tid]
-    await wait_for(lambda: len(live_members(terminal.pgid)) == 3, what="grandchild")
+    await eventually(lambda: len(live_members(terminal.pgid)) == 3, what="grandchild")
     await terminals.release(session, tid)
     assert live_members(terminal.pgid) == []
     assert tid not in terminals.terminals
@@ -413,7 +414,7 @@ async def test_release_owner_kills_that_owner_only(terminals, session, root):
         "other_session": await terminals.create(other_session, other_session, sleep),
     }
     groups = {name: terminals.terminals[tid].pgid for name, tid in ids.items()}
-    await wait_for(lambda: all(len(live_members(g)) == 3 for g in groups.values()), what="all started")
+    await eventually(lambda: all(len(live_members(g)) == 3 for g in groups.values()), what="all started")
 
     def alive() -> set[str]:
         return {name for name, g in groups.items() if live_members(g)}

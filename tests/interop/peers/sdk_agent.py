@@ -185,6 +185,7 @@ class InteropAgent:
         # The SDK strips the leading underscore of extension method names.
         if method == "sdk/sleep":
             ms = int(params.get("ms", 0))
+            log("_sdk/sleep started")  # what a test waits for before it cancels
             try:
                 await asyncio.sleep(ms / 1000)
             except asyncio.CancelledError:

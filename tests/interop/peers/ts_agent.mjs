@@ -148,6 +148,7 @@ const app = acp
     (params) => params ?? {},
     async ({ params, signal }) => {
       const ms = Number(params.ms ?? 0);
+      log("_ts/sleep started"); // what a test waits for before it cancels
       await sleep(ms, undefined, { signal }); // rejects with an AbortError on $/cancel_request
       return { slept: ms };
     },

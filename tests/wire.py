@@ -1,0 +1,35 @@
+"""What a host put on the wire, for tests: a tracer that keeps the outgoing messages, and the
+first update of a turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from acp_driver.driver import PromptTurn, Update
+
+
+class Wire:
+    """Pass ``wire.trace`` as a connection's tracer (``launch(tracer=...)``): ``out`` holds
+    every message the host sent, decoded, in order."""
+
+    def __init__(self) -> None:
+        self.out: list[dict[str, Any]] = []
+
+    def trace(self, direction: str, message: bytes) -> None:
+        if direction == "out":
+            self.out.append(orjson.loads(message))
+
+    def methods(self) -> list[str]:
+        """The methods of the requests and notifications sent, in order."""
+        return [m["method"] for m in self.out if "method" in m]
+
+
+async def first_update(turn: PromptTurn, report: Any = None) -> Update:
+    """The turn's first update (the agent is working on it); fails the test if the turn ends
+    first, with ``report()`` (e.g. both sides' traces) when given."""
+    async for update in turn:
+        return update
+    details = f"\n{report()}" if report is not None else ""
+    raise AssertionError(f"turn ended before any update: {turn.result}{details}")
