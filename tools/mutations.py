@@ -234,7 +234,7 @@ MUTATIONS = [
     Mutation(
         "serve-permission-cancelled",
         "spec MUST (prompt-turn.mdx), for a client that is gone: pending permission requests answered cancelled",
-        "remote/_inflight.py",
+        "remote/_relay_ledger.py",
         '        return {"jsonrpc": "2.0", "id": request.id, "result": {"outcome": {"outcome": "cancelled"}}}\n',
         "        pass\n",
         (

@@ -17,7 +17,7 @@ The RFD's routing table, as served here:
 
 What the agent sends waits (bounded, ``Outlet``) for its stream's GET: the answers to
 ``session/new``/``load``/``resume`` and connection-level traffic on the connection stream,
-each session's traffic on its own (``_inflight`` decides). An idle stream carries a keepalive
+each session's traffic on its own (``_relay_ledger`` decides). An idle stream carries a keepalive
 comment every ``keepalive`` seconds.
 """
 
@@ -41,7 +41,7 @@ from ..net import (
     encode_sse,
 )
 from ._asgi import ClientGone, Receive, Refused, Scope, Send, header_text, read_body, respond, respond_error
-from ._inflight import CONNECTION, INITIALIZE_REPLY
+from ._relay_ledger import CONNECTION, INITIALIZE_REPLY
 from ._outlet import Outlet
 from ._served import ServedConnection
 

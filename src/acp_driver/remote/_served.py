@@ -1,6 +1,6 @@
 """One remote connection on the server: a client on one side, its own agent on the other.
 
-Messages are forwarded untouched (each parsed once, with ``core.parse_json``, to keep ``_inflight`` up to
+Messages are forwarded untouched (each parsed once, with ``core.parse_json``, to keep ``_relay_ledger`` up to
 date and to route it). The connection ends when the client goes (WebSocket close, HTTP DELETE,
 a dropped network, the idle timeout) or the server shuts down; then the server does what the
 client no longer can, through the cancel ladder (``core.ConnectionEndMachine``, budget ``B``,
@@ -47,7 +47,7 @@ from ..core import (
     worth_logging,
 )
 from ._backend import Backend
-from ._inflight import InFlight, answer_for_gone_client
+from ._relay_ledger import RelayLedger, answer_for_gone_client
 
 if TYPE_CHECKING:
     from ..trace import TraceSink
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("acp_driver.remote.server")
 
 OnMessage = Callable[[bytes, str], None]
-"""A front-end's sink: (a message's JSON text, its route -- see ``_inflight``)."""
+"""A front-end's sink: (a message's JSON text, its route -- see ``_relay_ledger``)."""
 OnEnd = Callable[[str, int], object]
 """A front-end's hook when the connection ends: (reason, WebSocket close code)."""
 
@@ -90,7 +90,7 @@ class ServedConnection:
         """Streamable HTTP: SSE streams attached now (an idle connection has none)."""
         self.backend = backend
         self.policy = policy
-        self.inflight = InFlight()
+        self.inflight = RelayLedger()
         self.loop = asyncio.get_running_loop()
         self.clock: Clock = clock if clock is not None else LoopClock()
         """What the ladder and the idle rule measure time on (the server's)."""

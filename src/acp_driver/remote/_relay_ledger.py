@@ -40,7 +40,7 @@ class Pending:
 
 
 @dataclass
-class InFlight:
+class RelayLedger:
     """The requests in flight both ways on one connection, and its sessions (module docstring)."""
 
     to_agent: dict[str, Pending] = field(default_factory=dict)
