@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Final, Literal
 
 PROTOCOL_VERSION: Final = 1
-"""The ACP protocol version this package speaks."""
+"""The first ACP protocol version (the one every agent speaks); ``core.PROFILES`` lists all
+the versions this package speaks, ``core.LATEST`` the newest."""
 
 # Agent methods (client -> agent)
 INITIALIZE: Final = "initialize"
@@ -38,6 +39,17 @@ TERMINAL_RELEASE: Final = "terminal/release"
 
 # Both directions
 CANCEL_REQUEST: Final = "$/cancel_request"  # notification
+
+# v2 only (the draft; see docs/v2.md)
+AUTH_LOGIN: Final = "auth/login"
+AUTH_LOGOUT: Final = "auth/logout"
+TOOL_CALL_CANCEL: Final = "tool_call/cancel"
+TERMINAL_CANCEL: Final = "terminal/cancel"
+ELICITATION_CREATE: Final = "elicitation/create"
+ELICITATION_COMPLETE: Final = "elicitation/complete"  # notification
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+"""v2's error for an ``initialize`` asking a version below every one the agent speaks."""
+RESOURCE_NOT_FOUND: Final = -32002
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 STOP_REASONS: Final = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -70,3 +82,37 @@ TURN_UPDATES: Final = frozenset(
     }
 )
 """Updates that belong to the running prompt turn."""
+
+STOP_REASONS_V2: Final = STOP_REASONS | {"error"}
+"""v2's stop reasons (an idle ``state_update``'s); custom ones start with ``_``."""
+
+TURN_UPDATES_V2: Final = frozenset(
+    {
+        "user_message_chunk",
+        "user_message",
+        "agent_message_chunk",
+        "agent_message",
+        "agent_thought_chunk",
+        "agent_thought",
+        "tool_call_update",
+        "tool_call_content_chunk",
+        "terminal_update",
+        "terminal_output_chunk",
+        "plan_update",
+    }
+)
+"""v2 updates of the foreground work (or of background work the agent started in a turn)."""
+
+SESSION_WIDE_UPDATES_V2: Final = frozenset(
+    {
+        "state_update",
+        "available_commands_update",
+        "config_option_update",
+        "session_info_update",
+        "usage_update",
+        "notice",
+        "compaction_update",
+        "compaction_summary_chunk",
+    }
+)
+"""v2 updates about the session, valid at any time (``state_update`` drives the turn)."""

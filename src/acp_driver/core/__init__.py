@@ -69,7 +69,17 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Step",
         ),
         "._rungs": ("Action", "Rung"),
-        "._profile": ("LATEST", "PROFILES", "V1", "ProtocolProfile", "TurnEnd", "negotiate", "profile_for"),
+        "._spans": ("Routed", "SessionSpans"),
+        "._profile": (
+            "LATEST",
+            "PROFILES",
+            "V1",
+            "V2",
+            "ProtocolProfile",
+            "TurnEnd",
+            "negotiate",
+            "profile_for",
+        ),
         "._ledger": (
             "DEFAULT_TOMBSTONES",
             "InFlight",
@@ -140,9 +150,12 @@ if TYPE_CHECKING:
     from ._profile import LATEST as LATEST
     from ._profile import PROFILES as PROFILES
     from ._profile import V1 as V1
+    from ._profile import V2 as V2
     from ._profile import ProtocolProfile as ProtocolProfile
     from ._profile import TurnEnd as TurnEnd
     from ._profile import negotiate as negotiate
     from ._profile import profile_for as profile_for
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
+    from ._spans import Routed as Routed
+    from ._spans import SessionSpans as SessionSpans

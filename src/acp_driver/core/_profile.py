@@ -5,8 +5,10 @@ One connection speaks one version. Everything that differs between versions is a
 version asks the profile instead:
 
 - **what ends a turn** (``turn_end``): v1, the answer to ``session/prompt`` (its stop reason);
+  v2, the first idle ``state_update`` after the prompt was inserted (the answer only says it
+  was inserted);
 - **what confirms a cancel** (``confirms_cancel``): a turn that ends with stop reason
-  ``cancelled`` (v1 also ``-32800`` on the prompt);
+  ``cancelled`` (v1 the prompt's answer, or ``-32800`` on it; v2 the idle's);
 - **which methods and update kinds exist** (``agent_methods``, ``client_methods``,
   ``turn_updates``, ``session_updates``, ``stop_reasons``);
 - **what each rung of the cancel ladder does on the wire** (``rung_actions``).
@@ -31,6 +33,9 @@ class TurnEnd(enum.Enum):
 
     PROMPT_ANSWER = "prompt_answer"
     """v1: the answer to ``session/prompt`` carries the stop reason."""
+    IDLE_STATE = "idle_state"
+    """v2: the prompt is answered when inserted; the work it starts ends with an idle
+    ``state_update`` carrying the stop reason (``core.SessionSpans`` follows it)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,14 @@ class ProtocolProfile:
             reason = answer.get("stopReason")
             if isinstance(reason, str) and reason in self.stop_reasons:
                 return reason
+        return None
+
+    def idle_stop_reason(self, update: Any) -> str | None:
+        """v2: the stop reason of an idle ``state_update`` (None when it reports none; a
+        malformed one counts as none, as the schema says)."""
+        reason = update.get("stopReason") if isinstance(update, dict) else None
+        if isinstance(reason, str) and (reason in self.stop_reasons or reason.startswith("_")):
+            return reason
         return None
 
     def confirms_cancel(self, stop_reason: str | None) -> bool:
@@ -108,6 +121,51 @@ V1 = ProtocolProfile(
             p.CANCEL_REQUEST,
         }
     ),
+    rung_actions=MappingProxyType(
+        {
+            Rung.SESSION_CANCEL: (Action.SESSION_CANCEL,),
+            Rung.CANCEL_REQUEST: (Action.CANCEL_REQUEST,),
+            Rung.TERMINATE: (Action.TERMINATE,),
+            Rung.KILL: (Action.KILL,),
+        }
+    ),
+)
+
+V2 = ProtocolProfile(
+    version=2,
+    turn_end=TurnEnd.IDLE_STATE,
+    stop_reasons=p.STOP_REASONS_V2,
+    turn_updates=p.TURN_UPDATES_V2,
+    session_updates=p.SESSION_WIDE_UPDATES_V2,
+    agent_methods=frozenset(
+        {
+            p.INITIALIZE,
+            p.AUTH_LOGIN,
+            p.AUTH_LOGOUT,
+            p.SESSION_NEW,
+            p.SESSION_LIST,
+            p.SESSION_RESUME,
+            p.SESSION_CLOSE,
+            p.SESSION_DELETE,
+            p.SESSION_SET_CONFIG_OPTION,
+            p.SESSION_PROMPT,
+            p.SESSION_CANCEL,
+            p.TOOL_CALL_CANCEL,
+            p.TERMINAL_CANCEL,
+            p.CANCEL_REQUEST,
+        }
+    ),
+    client_methods=frozenset(
+        {
+            p.SESSION_UPDATE,
+            p.SESSION_REQUEST_PERMISSION,
+            p.ELICITATION_CREATE,
+            p.ELICITATION_COMPLETE,
+            p.CANCEL_REQUEST,
+        }
+    ),
+    # The middle rung withdraws the prompts still held (``$/cancel_request``): the prompt of a
+    # running turn was answered at insertion, there is nothing left to cancel of it.
     rung_actions=MappingProxyType(
         {
             Rung.SESSION_CANCEL: (Action.SESSION_CANCEL,),

@@ -41,8 +41,8 @@ from ..net import (
     encode_sse,
 )
 from ._asgi import ClientGone, Receive, Refused, Scope, Send, header_text, read_body, respond, respond_error
-from ._relay_ledger import CONNECTION, INITIALIZE_REPLY
 from ._outlet import Outlet
+from ._relay_ledger import CONNECTION, INITIALIZE_REPLY
 from ._served import ServedConnection
 
 if TYPE_CHECKING:
