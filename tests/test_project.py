@@ -92,3 +92,22 @@ def test_readme_main_job_works_in_a_fresh_environment(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "chunk 5/5" in result.stdout
     assert "turn completed" in result.stderr
+
+
+PATH_IN_TEXT = re.compile(r"\b((?:tests|src|tools|benchmarks|compat|docs)/[\w./-]+\.(?:py|md|mjs|json|png))(?:::(\w+))?")
+
+
+def test_the_docs_name_only_files_and_tests_that_exist() -> None:
+    """Every repository path the docs, the README and CI name exists, and every test named as
+    ``file::test`` is defined in that file."""
+    texts = [ROOT / "README.md", ROOT / ".ci" / "run", *sorted((ROOT / "docs").glob("*.md"))]
+    missing = []
+    for text_path in texts:
+        for match in PATH_IN_TEXT.finditer(text_path.read_text()):
+            path, test = match.group(1).rstrip("."), match.group(2)
+            target = ROOT / path
+            if not target.exists():
+                missing.append(f"{text_path.name}: {path}")
+            elif test and not re.search(rf"def {test}\b", target.read_text()):
+                missing.append(f"{text_path.name}: {path}::{test}")
+    assert missing == []

@@ -488,6 +488,87 @@ MUTATIONS = [
         "        if True:\n            self._notification_runs[method](run)\n        if False:\n",
         ("tests/aio",),
     ),
+    Mutation(
+        "serve-host-check",
+        "serve: a request whose Host does not name this server is refused (DNS rebinding)",
+        "remote/_server.py",
+        "        if not self.hosts.admits(host):\n",
+        "        if False:\n",
+        ("tests/remote/test_serve_security.py::test_dns_rebinding_is_refused_on_both_profiles",),
+    ),
+    Mutation(
+        "serve-origin-port-and-scheme",
+        "serve: an Origin differing from the server's only in port or scheme is another site",
+        "remote/_guard.py",
+        "        return own is not None and normal == own\n",
+        '        return own is not None and normal.split("://")[1].split(":")[0] == own.split("://")[1].split(":")[0]\n',
+        (
+            "tests/remote/test_serve_security.py::test_an_origin_differing_only_in_port_or_scheme_is_another_site",
+        ),
+    ),
+    Mutation(
+        "serve-bearer-whole",
+        "serve: the bearer token matches whole, not as a prefix",
+        "remote/_guard.py",
+        "    return hmac.compare_digest(value.strip(), token)\n",
+        "    return value.strip().startswith(token)\n",
+        ("tests/remote/test_serve_security.py::test_a_bearer_token_must_match_whole",),
+    ),
+    Mutation(
+        "serve-token-env-not-inherited",
+        "serve: the token from the environment is not passed on to the agent",
+        "cli/_serve.py",
+        "    from_env = os.environ.pop(TOKEN_ENV, None)\n",
+        "    from_env = os.environ.get(TOKEN_ENV)\n",
+        (
+            "tests/remote/test_serve_security.py::test_the_token_from_a_file_or_the_environment_never_on_the_command_line",
+        ),
+    ),
+    Mutation(
+        "relay-lone-surrogates-from-agent",
+        "serve: an agent's line with a lone-surrogate escape (valid JSON) is relayed, not dropped",
+        "remote/_served.py",
+        "            message = parse_json(item)\n",
+        "            message = orjson.loads(item)\n",
+        (
+            "tests/remote/test_serve_websocket.py::test_lone_surrogates_are_relayed_both_ways",
+            "tests/remote/test_serve_http.py::test_lone_surrogates_are_relayed_both_ways",
+        ),
+    ),
+    Mutation(
+        "relay-lone-surrogates-from-client",
+        "serve: a client's frame with a lone-surrogate escape (valid JSON) reaches the agent",
+        "remote/_websocket.py",
+        "                message = parse_json(data)\n",
+        "                message = __import__('orjson').loads(data)\n",
+        ("tests/remote/test_serve_websocket.py::test_lone_surrogates_are_relayed_both_ways",),
+    ),
+    Mutation(
+        "own-text-no-lone-surrogate",
+        "we never send a lone surrogate of our own (U+FFFD instead), nor fail a request for one",
+        "core/_connection.py",
+        '        except TypeError:  # a lone surrogate in a string: U+FFFD instead (core/_json.py)\n            return _dumps_own(message, self._default) + b"\\n"\n',
+        "        except TypeError:\n            raise\n",
+        ("tests/agent/test_odd_text.py::test_a_lone_surrogate_in_a_prompt_is_read_and_echoed_as_u_fffd",),
+    ),
+    Mutation(
+        "reference-sleep-invalid-params",
+        "reference agent: _acp_driver/sleep with a non-number ms is -32602, not -32603",
+        "reference_agent.py",
+        "    if type(ms) not in (int, float) or not 0 <= ms < 86_400_000:  # bool and NaN are not ms\n",
+        "    if False:\n",
+        ("tests/agent/test_odd_text.py::test_sleep_with_a_bad_ms_is_invalid_params",),
+    ),
+    Mutation(
+        "serve-quiet-shutdown",
+        "serve: SIGTERM with a client that never answers the close frame prints no traceback",
+        "remote/_server.py",
+        "            with _quiet_cancelled_streams():\n",
+        "            with contextlib.nullcontext():\n",
+        (
+            "tests/remote/test_serve_cli.py::test_sigterm_with_a_client_that_never_answers_the_close_frame_is_quiet",
+        ),
+    ),
 ]
 
 
@@ -501,7 +582,18 @@ def run(mutation: Mutation) -> bool:
     path.write_text(original.replace(mutation.old, mutation.new))
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutation.tests],
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-n",
+                "0",
+                "-x",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                *mutation.tests,
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -509,7 +601,13 @@ def run(mutation: Mutation) -> bool:
         )
     finally:
         path.write_text(original)
-    return proc.returncode != 0
+    # Only a test failure counts (exit status 1): a collection or usage error (2-5) would call a
+    # mutation caught that no test ever ran against. One process (-n 0): under xdist, -x turns a
+    # failure into exit status 2 (interrupted).
+    if proc.returncode not in (0, 1):
+        print(f"  ?? {mutation.name}: pytest exited {proc.returncode} (not a test failure)")
+        print(proc.stdout[-2000:], proc.stderr[-2000:])
+    return proc.returncode == 1
 
 
 def main() -> int:

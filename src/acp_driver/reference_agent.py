@@ -237,8 +237,10 @@ def _echo(params: Any) -> Any:
 
 async def _sleep(params: Any) -> Any:
     """``_acp_driver/sleep`` ``{"ms": N}``: answers after N ms (cancellable with ``$/cancel_request``)."""
-    ms = params.get("ms", 0) if isinstance(params, dict) else 0
-    await asyncio.sleep(float(ms) / 1000)
+    ms: Any = (params or {}).get("ms", 0) if isinstance(params, dict | None) else None
+    if type(ms) not in (int, float) or not 0 <= ms < 86_400_000:  # bool and NaN are not ms
+        raise RpcError.invalid_params('"ms" must be a number of milliseconds (0 to one day)', {"ms": ms})
+    await asyncio.sleep(ms / 1000)
     return {"slept": ms}
 
 

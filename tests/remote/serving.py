@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -70,7 +71,7 @@ class WsClient:
     async def next(self) -> dict[str, Any]:
         async with asyncio.timeout(TIMEOUT):
             data = await self.ws.recv()
-        message: dict[str, Any] = orjson.loads(data)
+        message: dict[str, Any] = json.loads(data)  # the standard library: lone surrogates too
         return message
 
     async def until(
@@ -177,7 +178,7 @@ class HttpClient:
                             self.keepalives += 1
                         for event in decoder.feed(chunk):
                             assert event is not None
-                            queue.put_nowait(orjson.loads(event))
+                            queue.put_nowait(json.loads(event))
             except httpx.HTTPError:
                 pass
             finally:

@@ -73,3 +73,28 @@ async def test_a_signal_ends_every_connection_and_reaps_every_agent(signum: int)
         assert code == 0, serve.lines
         # Reaped before the exit: nothing of them is left, not even for a moment after.
         assert [pid for pid in agents if not pid_gone(pid)] == []
+
+
+async def test_sigterm_with_a_client_that_never_answers_the_close_frame_is_quiet() -> None:
+    """The server's close frame is never answered (a raw client that stops reading): hypercorn
+    cancels that connection at its graceful timeout; the agent is reaped, the exit is 0 and
+    stderr holds no traceback."""
+    async with ServeProcess.start() as serve:
+        port = int(serve.url.rsplit(":", 1)[1].split("/", 1)[0])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"GET /acp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+            "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+        )
+        assert (await asyncio.wait_for(reader.readline(), 30)).startswith(b"HTTP/1.1 101")
+        await eventually(lambda: len(descendants(serve.process.pid)) >= 2, "the agent (and its supervisor)")
+        agents = descendants(serve.process.pid)
+        serve.process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(serve.process.wait(), 60)
+        writer.close()
+    assert code == 0, serve.lines
+    assert [pid for pid in agents if not pid_gone(pid)] == []
+    text = "\n".join(serve.lines)
+    assert "Traceback" not in text
+    assert "Exception in callback" not in text

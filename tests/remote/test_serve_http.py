@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from acp_driver.core import Rung
 
 from ..waiting import eventually
 from . import serving
-from .serving import REFERENCE, HttpClient, pid_gone, text_prompt
+from .serving import AGENTS, REFERENCE, HttpClient, pid_gone, text_prompt
 
 make_server = serving.make_server  # the fixture
 
@@ -313,3 +315,21 @@ async def test_session_load_replays_on_the_connection_stream_then_the_session_st
         answer, before = await http.answer_of(rid, "sess_old")
         assert answer["result"] == {"stopReason": "end_turn"}
         assert before[0]["params"]["update"]["content"]["text"] == "after the load\n"
+
+
+async def test_lone_surrogates_are_relayed_both_ways(make_server: Any) -> None:
+    """As over WebSocket: a POST whose JSON holds a lone-surrogate escape reaches the agent, and
+    the agent's own reach the client's streams, the prompt's answer included."""
+    server = await make_server(argv=[sys.executable, str(AGENTS / "surrogate_agent.py")])
+    async with HttpClient.connect(server.url) as http:
+        sid = await _session(http)
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "X"}]}
+        raw = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "session/prompt", "params": prompt})
+        response = await http.client.post(
+            server.url, content=raw.replace('"X"', '"a\\udc01"').encode(), headers=http.headers(sid)
+        )
+        assert response.status_code == 202, response.text
+        answer, before = await http.answer_of(77, sid)
+        assert answer["result"] == {"stopReason": "end_turn", "_meta": {"note": "\udfff"}}
+        (update,) = before
+        assert update["params"]["update"]["content"]["text"] == "a\udc01\ud800"

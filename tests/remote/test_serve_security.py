@@ -4,7 +4,9 @@ each with its HTTP status or WebSocket close code."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,7 +17,7 @@ from acp_driver.remote import ConfigError, ServerSettings
 
 from ..waiting import eventually
 from . import serving
-from .serving import INIT_PARAMS, HttpClient, WsClient, pid_gone, ws_url
+from .serving import INIT_PARAMS, HttpClient, ServeProcess, WsClient, pid_gone, ws_url
 
 make_server = serving.make_server  # the fixture
 
@@ -182,22 +184,88 @@ def test_settings_refuse_what_cannot_work() -> None:
             ServerSettings(**bad).check()
 
 
-async def test_cli_refuses_a_public_bind_without_a_token() -> None:
+async def _serve_refused(*args: str, env: dict[str, str] | None = None) -> str:
+    """Run ``acp-driver serve ARGS`` expecting exit 2 before it listens; its stderr. A serve that
+    starts listening instead fails the test at its ready line and is killed, never left behind."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "acp_driver",
         "serve",
-        "--host",
-        "0.0.0.0",
         "--port",
         "0",
-        stdout=asyncio.subprocess.PIPE,
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        env=env,
     )
-    _, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 2
-    assert b"without --token" in err
+    assert process.stderr is not None
+    err = b""
+    try:
+        async with asyncio.timeout(60):
+            while line := await process.stderr.readline():
+                err += line
+                assert b"listening on" not in line, f"serve started: {err.decode()}"
+            await process.wait()
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 2, err.decode()
+    return err.decode()
+
+
+async def test_cli_refuses_a_public_bind_without_a_token() -> None:
+    assert "without --token" in await _serve_refused("--host", "0.0.0.0")
+
+
+ENV_DUMPER = [
+    sys.executable,
+    "-c",
+    "import os, sys, runpy; open(sys.argv[1], 'w').write(repr(dict(os.environ))); "
+    "sys.argv = ['acp-driver', 'agent']; runpy.run_module('acp_driver', run_name='__main__')",
+]
+
+
+async def test_the_token_from_a_file_or_the_environment_never_on_the_command_line(tmp_path: Any) -> None:
+    token = "file-t0ken-9f2c"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    seen_env = tmp_path / "agent-env"
+    for args, env in (
+        (["--token-file", str(token_file)], None),
+        ([], {**os.environ, "ACP_DRIVER_SERVE_TOKEN": token}),
+    ):
+        async with ServeProcess.start(*args, "--", *ENV_DUMPER, str(seen_env), env=env) as serve:
+            cmdline = Path(f"/proc/{serve.process.pid}/cmdline").read_bytes()
+            assert token.encode() not in cmdline
+            async with HttpClient.connect(serve.url) as http:
+                refused = await http.client.post(serve.url, content=INIT, headers=JSON)
+                assert refused.status_code == 401
+                good = {**JSON, "Authorization": f"Bearer {token}"}
+                assert (await http.client.post(serve.url, content=INIT, headers=good)).status_code == 200
+            await eventually(seen_env.exists, "the agent to start")
+            assert token not in seen_env.read_text()  # the agent does not inherit the token
+            assert not any("warning" in line for line in serve.lines), serve.lines
+            seen_env.unlink()
+
+
+async def test_token_sources_are_checked(tmp_path: Any) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    assert "no token" in await _serve_refused("--token-file", str(empty))
+    assert "cannot read the token file" in await _serve_refused("--token-file", str(tmp_path / "missing"))
+    both = await _serve_refused("--token", "a", env={**os.environ, "ACP_DRIVER_SERVE_TOKEN": "b"})
+    assert "give the token once" in both
+    readable = tmp_path / "readable"
+    readable.write_text("t0k\n")
+    readable.chmod(0o644)
+    async with ServeProcess.start("--token-file", str(readable)) as serve:
+        assert any("readable by others" in line and "t0k" not in line for line in serve.lines)
+    async with ServeProcess.start("--token", "t0k") as serve:
+        assert any("prefer --token-file" in line for line in serve.lines)
 
 
 async def test_query_and_headers_never_reach_the_command(make_server: Any) -> None:
@@ -209,3 +277,162 @@ async def test_query_and_headers_never_reach_the_command(make_server: Any) -> No
         init = await client.call("initialize", INIT_PARAMS)
         assert init["result"]["agentInfo"]["name"] == "acp-driver-reference-agent"
     await eventually(lambda: not server.connections, "the connection to end")
+
+
+async def _raw_upgrade(port: int, host: str, origin: str | None = None) -> int:
+    """The status of a WebSocket upgrade sent by hand, with any ``Host`` (a browser after DNS
+    rebinding sends the attacker's name; client libraries derive it from the URL)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        lines = [
+            "GET /acp HTTP/1.1",
+            f"Host: {host}",
+            "Upgrade: websocket",
+            "Connection: Upgrade",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "Sec-WebSocket-Version: 13",
+        ]
+        if origin is not None:
+            lines.append(f"Origin: {origin}")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), 30)
+        return int(status_line.split()[1])
+    finally:
+        writer.close()
+
+
+async def test_dns_rebinding_is_refused_on_both_profiles(make_server: Any) -> None:
+    """A page on attacker.example whose name now resolves to 127.0.0.1: its Host and its Origin
+    agree with each other, so only the Host check can refuse it."""
+    server = await make_server()
+    evil = f"attacker.example:{server.port}"
+    async with HttpClient.connect(server.url) as http:
+        response = await http.client.post(
+            server.url, content=INIT, headers={**JSON, "Host": evil, "Origin": f"http://{evil}"}
+        )
+        assert response.status_code == 403
+        assert "does not name this server" in response.json()["error"]
+        # No Origin at all (a non-browser client on a rebound name) is refused too.
+        response = await http.client.post(server.url, content=INIT, headers={**JSON, "Host": evil})
+        assert response.status_code == 403
+    assert await _raw_upgrade(server.port, evil, f"http://{evil}") == 403
+    assert await _raw_upgrade(server.port, evil) == 403
+    assert server.connections == {}
+    # The same requests with the server's own name go through (the refusals above are the Host's).
+    own = f"127.0.0.1:{server.port}"
+    assert await _raw_upgrade(server.port, own, f"http://{own}") == 101
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("LOCALHOST.:{port}", 200),
+        ("app.localhost:{port}", 200),
+        ("127.0.0.2", 200),
+        ("[::1]:{port}", 200),
+        ("attacker.example:{port}", 403),
+        ("localhost.attacker.example:{port}", 403),
+        ("10.0.0.1:{port}", 403),
+        ("0.0.0.0:{port}", 403),
+        ("127.0.0.1:notaport", 403),
+        ("user@127.0.0.1", 403),
+    ],
+)
+async def test_a_loopback_server_admits_only_loopback_hosts(make_server: Any, host: str, status: int) -> None:
+    server = await make_server()
+    async with HttpClient.connect(server.url) as http:
+        headers = {**JSON, "Host": host.format(port=server.port)}
+        response = await http.client.post(server.url, content=INIT, headers=headers)
+        assert response.status_code == status
+
+
+async def test_allow_host_adds_names(make_server: Any) -> None:
+    server = await make_server(allow_hosts=["acp.example", ".corp.example"])
+    async with HttpClient.connect(server.url) as http:
+        for host, status in (
+            ("acp.example", 200),
+            ("ACP.example:8765", 200),
+            ("corp.example", 200),
+            ("dev.corp.example:1", 200),
+            ("other.example", 403),
+            ("evilcorp.example", 403),
+        ):
+            response = await http.client.post(server.url, content=INIT, headers={**JSON, "Host": host})
+            assert response.status_code == status, host
+    anyone = await make_server(allow_hosts=["*"])
+    async with HttpClient.connect(anyone.url) as http:
+        response = await http.client.post(anyone.url, content=INIT, headers={**JSON, "Host": "x.example"})
+        assert response.status_code == 200
+
+
+async def test_a_request_without_host_is_refused(make_server: Any) -> None:
+    server = await make_server()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(
+            b"POST /acp HTTP/1.0\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(INIT)}\r\n\r\n".encode()
+            + INIT
+        )
+        status_line = await asyncio.wait_for(reader.readline(), 30)
+    finally:
+        writer.close()
+    assert status_line.split()[1] in (b"400", b"403")
+    assert server.connections == {}
+
+
+def test_host_policy_by_bind() -> None:
+    from acp_driver.remote._guard import HostPolicy
+
+    loopback = HostPolicy("127.0.0.1")
+    assert loopback.admits(b"localhost:1")
+    assert loopback.admits(b"[::1]")
+    assert not loopback.admits(None)
+    assert not loopback.admits(b"")
+    assert not loopback.admits(b"evil.example")
+    public = HostPolicy("0.0.0.0")  # a token is required there; IP literals cannot be rebound
+    assert public.admits(b"192.0.2.7:8765")
+    assert not public.admits(b"devbox.example")
+    named = HostPolicy("devbox.example")
+    assert named.admits(b"DEVBOX.example:8765")
+    assert not named.admits(b"other.example")
+    specific = HostPolicy("192.0.2.7")
+    assert specific.admits(b"192.0.2.7")
+    assert not specific.admits(b"192.0.2.8")
+    for bad in ("http://acp.example", "acp.example:80", "a b", ""):
+        with pytest.raises(ValueError, match="not a host name"):
+            HostPolicy("127.0.0.1", [bad])
+
+
+async def test_an_origin_differing_only_in_port_or_scheme_is_another_site(make_server: Any) -> None:
+    server = await make_server()
+    own = f"127.0.0.1:{server.port}"
+    async with HttpClient.connect(server.url) as http:
+        for origin, status in (
+            ("http://127.0.0.1:3000", 403),  # another web app on this machine
+            (f"https://{own}", 403),
+            (f"http://localhost:{server.port}", 403),  # another host name is another origin
+            (f"http://{own}", 200),
+        ):
+            response = await http.client.post(server.url, content=INIT, headers={**JSON, "Origin": origin})
+            assert response.status_code == status, origin
+    assert await _raw_upgrade(server.port, own, "http://127.0.0.1:3000") == 403
+    assert await _raw_upgrade(server.port, own, f"https://{own}") == 403
+
+
+async def test_a_bearer_token_must_match_whole(make_server: Any) -> None:
+    server = await make_server(token="s3cret")
+    async with HttpClient.connect(server.url) as http:
+        for value in ("Bearer s3cretX", "Bearer s3c", "Bearer S3CRET", "Bearer  s3cret trailing"):
+            response = await http.client.post(
+                server.url, content=INIT, headers={**JSON, "Authorization": value}
+            )
+            assert response.status_code == 401, value
+        response = await http.client.post(
+            server.url, content=INIT, headers={**JSON, "Authorization": "bearer s3cret"}
+        )
+        assert response.status_code == 200  # the scheme is case-insensitive (RFC 9110)
+    assert server.connections

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -273,3 +274,27 @@ async def _flood(client: WsClient, message: dict[str, Any], count: int) -> None:
     for _ in range(count):
         await client.send(message)
     await client.next()
+
+
+SURROGATE_AGENT = [sys.executable, str(AGENTS / "surrogate_agent.py")]
+
+
+async def test_lone_surrogates_are_relayed_both_ways(make_server: Any) -> None:
+    """Valid JSON that orjson refuses (lone-surrogate escapes, as JavaScript writes them) crosses
+    the relay both ways, unchanged; the prompt's answer reaches the client."""
+    server = await make_server(argv=SURROGATE_AGENT)
+    async with WsClient.connect(server.url) as client:
+        session = await client.open_session()
+        prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "X"}]}
+        raw = json.dumps({"jsonrpc": "2.0", "id": 99, "method": "session/prompt", "params": prompt})
+        text = raw.replace('"X"', '"a\\udc01"')
+        await client.ws.send(text)
+        answer, before = await client.answer_of(99)
+        assert answer["result"] == {"stopReason": "end_turn", "_meta": {"note": "\udfff"}}
+        (update,) = before
+        assert update["params"]["update"]["content"]["text"] == "a\udc01\ud800"
+        # A frame with raw newlines between tokens is re-encoded for the NDJSON agent: its text
+        # stays as it came.
+        await client.ws.send(text.replace('"id": 99', '"id": 100').replace(", ", ",\n "))
+        answer, before = await client.answer_of(100)
+        assert before[0]["params"]["update"]["content"]["text"] == "a\udc01\ud800"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from typing import Any
@@ -17,13 +18,18 @@ SERVE_EPILOG = """\
 examples:
   acp-driver serve                               the reference agent on ws://127.0.0.1:8765/acp
   acp-driver serve --port 9000 -- npx @zed-industries/claude-code-acp
-  acp-driver serve --host 0.0.0.0 --token "$TOKEN" --certfile cert.pem --keyfile key.pem -- my-agent
+  acp-driver serve --host 0.0.0.0 --token-file ~/.acp-token --certfile cert.pem --keyfile key.pem -- my-agent
 
 Clients connect to ws://HOST:PORT/acp (WebSocket) or http://HOST:PORT/acp (Streamable HTTP; HTTP/1.1
-or HTTP/2, TLS with --certfile/--keyfile). With --token they send 'Authorization: Bearer TOKEN'.
-A listen address other than loopback needs --token. The agent's command is fixed here: no client
-can choose what runs.
+or HTTP/2, TLS with --certfile/--keyfile). With a token they send 'Authorization: Bearer TOKEN'.
+A listen address other than loopback needs a token: prefer --token-file or the environment variable
+ACP_DRIVER_SERVE_TOKEN (removed from the agent's environment) to --token, which every local user can
+read from the process list. Every request's Host must name this server (DNS rebinding); add the
+names clients use with --allow-host. The agent's command is fixed here: no client can choose what runs.
 """
+
+
+TOKEN_ENV = "ACP_DRIVER_SERVE_TOKEN"
 
 
 def build_serve_parser() -> argparse.ArgumentParser:
@@ -49,9 +55,24 @@ def build_serve_parser() -> argparse.ArgumentParser:
         "--port", type=_port, default=DEFAULT_PORT, help=f"port (default: {DEFAULT_PORT}; 0: any free port)"
     )
     serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on every request, TOKEN being the file's first "
+        f"line (a token is required off loopback; or set {TOKEN_ENV})",
+    )
+    serve.add_argument(
         "--token",
         default=None,
-        help="require 'Authorization: Bearer TOKEN' on every request (required off loopback)",
+        help="the same, TOKEN on the command line (readable by every local user: prefer --token-file)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="also admit requests whose Host is NAME (.DOMAIN: and its subdomains; '*': any). By "
+        "default only loopback names and addresses for a loopback bind, the bound address otherwise",
     )
     serve.add_argument(
         "--allow-origin",
@@ -150,17 +171,60 @@ def _refuse(message: str) -> int:
     return 2
 
 
+def read_token(opts: argparse.Namespace) -> str | None:
+    """The bearer token from exactly one of --token-file, $ACP_DRIVER_SERVE_TOKEN, --token (None:
+    no token). The variable is removed from the environment so the agent does not inherit it.
+    ``ValueError`` with the reason when it cannot be read or more than one is given."""
+    from_env = os.environ.pop(TOKEN_ENV, None)
+    given = [
+        name
+        for name, value in (("--token-file", opts.token_file), (TOKEN_ENV, from_env), ("--token", opts.token))
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise ValueError(f"give the token once: {' and '.join(given)} are both set")
+    if opts.token_file is not None:
+        try:
+            with open(opts.token_file, encoding="utf-8") as file:
+                mode = os.fstat(file.fileno()).st_mode
+                first = file.readline()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the token file: {exc}") from None
+        token = first.strip()
+        if not token:
+            raise ValueError(f"the token file {opts.token_file!r} has no token on its first line")
+        if mode & 0o077:
+            sys.stderr.write(
+                f"acp-driver serve: warning: the token file {opts.token_file!r} is readable by others "
+                f"(mode {mode & 0o777:o}); chmod 600 it\n"
+            )
+        return token
+    if from_env is not None:
+        return from_env.strip()
+    if opts.token is not None:
+        sys.stderr.write(
+            "acp-driver serve: warning: --token is visible to every local user (the process list); "
+            f"prefer --token-file or {TOKEN_ENV}\n"
+        )
+    return opts.token  # type: ignore[no-any-return]
+
+
 def serve_main(opts: argparse.Namespace) -> int:
     from ..remote import ConfigError, ServerSettings
 
+    try:
+        token = read_token(opts)
+    except ValueError as exc:
+        return _refuse(str(exc))
     command = list(opts.agent_command)
     if command and command[0] == "--":
         command = command[1:]
     options: dict[str, Any] = {
         "host": opts.host,
         "port": opts.port,
-        "token": opts.token,
+        "token": token,
         "allow_origins": opts.allow_origin,
+        "allow_hosts": opts.allow_host,
         "certfile": opts.certfile,
         "keyfile": opts.keyfile,
         "max_message_bytes": opts.max_message_bytes,

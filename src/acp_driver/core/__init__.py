@@ -55,6 +55,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "LineFramer",
             "OversizedLine",
         ),
+        "._json": ("encode_json", "encode_relayed", "parse_json", "printable", "scrub"),
         "._ladder": (
             "DEFAULT_BUDGET",
             "CancelLadder",
@@ -115,6 +116,11 @@ if TYPE_CHECKING:
     from ._framing import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
     from ._framing import LineFramer as LineFramer
     from ._framing import OversizedLine as OversizedLine
+    from ._json import encode_json as encode_json
+    from ._json import encode_relayed as encode_relayed
+    from ._json import parse_json as parse_json
+    from ._json import printable as printable
+    from ._json import scrub as scrub
     from ._ladder import DEFAULT_BUDGET as DEFAULT_BUDGET
     from ._ladder import CancelLadder as CancelLadder
     from ._ladder import LadderPolicy as LadderPolicy

@@ -63,6 +63,8 @@ from ._events import (
     Violation,
 )
 from ._framing import DEFAULT_MAX_LINE_BYTES, LineFramer, OversizedLine
+from ._json import encode_json as _dumps_own
+from ._json import loads_lenient as _loads_lenient
 from ._ledger import DEFAULT_TOMBSTONES, InFlight, Ledger, Outcome
 
 CANCEL_REQUEST_METHOD = "$/cancel_request"
@@ -78,17 +80,6 @@ answering it (it is still reported)."""
 
 QUOTE_BYTES = 160
 """How much of a malformed line a violation quotes."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _loads_lenient(line: bytes | str) -> Any:
-    """The fallback parser, for lines orjson rejects: the standard library's, which accepts
-    lone-surrogate escapes. Raises ``ValueError`` (``UnicodeDecodeError`` for bad UTF-8)."""
-    text = line.decode("utf-8") if isinstance(line, bytes) else line
-    return json.loads(text, parse_constant=_reject_constant)
 
 
 def _quote(line: bytes | str) -> bytes:
@@ -204,7 +195,10 @@ class Connection:
             self._tracer("out", data)
 
     def _encode(self, message: Any) -> bytes:
-        return _dumps(message, default=self._default) + b"\n"
+        try:
+            return _dumps(message, default=self._default) + b"\n"
+        except TypeError:  # a lone surrogate in a string: U+FFFD instead (core/_json.py)
+            return _dumps_own(message, self._default) + b"\n"
 
     def _encode_answer(self, message: dict[str, Any]) -> bytes:
         """Encode an answer to the peer: like ``_encode``, except that the id is the peer's own
@@ -215,8 +209,8 @@ class Connection:
         except TypeError:
             rid = message["id"]
             if type(rid) is not str and type(rid) is not int:
-                raise
-            data = _dumps({**message, "id": None}, default=self._default)  # strict for the rest
+                return _dumps_own(message, self._default) + b"\n"
+            data = _dumps_own({**message, "id": None}, self._default)  # ours for the rest
             escaped = json.dumps(rid).encode("ascii")
             return data.replace(b'"id":null', b'"id":' + escaped, 1) + b"\n"
 
@@ -237,7 +231,10 @@ class Connection:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             message["params"] = params
-        data = _dumps(message, default=self._default) + b"\n"  # may raise TypeError: nothing recorded then
+        try:
+            data = _dumps(message, default=self._default) + b"\n"
+        except TypeError:  # not JSON: raises again, nothing recorded; a lone surrogate: U+FFFD
+            data = _dumps_own(message, self._default) + b"\n"
         self._next_id = rid + 1
         outgoing = self.outgoing
         if parent is None and rid not in outgoing._in_flight:

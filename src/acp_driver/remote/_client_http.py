@@ -32,7 +32,7 @@ import orjson
 
 from .. import protocol as p
 from ..aio import Connection
-from ..core import OversizedLine, Received
+from ..core import OversizedLine, Received, parse_json
 from ._client_base import ClientTransport
 from ._protocol import (
     CONNECTION_ID_HEADER,
@@ -75,8 +75,8 @@ class HttpTransport(ClientTransport):
 
     async def _write(self, message: bytes) -> None:
         try:
-            decoded = orjson.loads(message)
-        except orjson.JSONDecodeError:
+            decoded = parse_json(message)
+        except ValueError:
             decoded = None
         if not isinstance(decoded, dict):
             # Only ``send_raw`` (audits) writes what is not a JSON object: POST it as it is.
@@ -134,8 +134,8 @@ class HttpTransport(ClientTransport):
             self._refused(message, f"the answer (HTTP 200) has no {CONNECTION_ID_HEADER} header")
             return
         try:
-            answer = orjson.loads(response.content)
-        except orjson.JSONDecodeError:
+            answer = parse_json(response.content)
+        except ValueError:
             answer = None
         if not isinstance(answer, dict) or answer.get("id") != message.get("id") or "method" in answer:
             # Not its answer (a proxy's page, a stray body): fail initialize now, not at init_timeout.
@@ -181,8 +181,8 @@ class HttpTransport(ClientTransport):
     def _note_request(self, payload: bytes, session: str) -> None:
         """An agent request on ``session``'s stream: its answer will name the session."""
         try:
-            message = orjson.loads(payload)
-        except orjson.JSONDecodeError:
+            message = parse_json(payload)
+        except ValueError:
             return
         if isinstance(message, dict) and isinstance(message.get("method"), str):
             key = id_key(message.get("id"))
@@ -192,8 +192,8 @@ class HttpTransport(ClientTransport):
     def _route(self, payload: bytes) -> None:
         """Open the event stream of a session learnt from a response."""
         try:
-            message = orjson.loads(payload)
-        except orjson.JSONDecodeError:
+            message = parse_json(payload)
+        except ValueError:
             return
         if not isinstance(message, dict) or "method" in message:
             return

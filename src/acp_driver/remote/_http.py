@@ -29,8 +29,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
-import orjson
-
+from ..core import parse_json
 from ._asgi import ClientGone, Receive, Refused, Scope, Send, header_text, read_body, respond, respond_error
 from ._inflight import CONNECTION, INITIALIZE_REPLY
 from ._outlet import Outlet
@@ -124,8 +123,8 @@ async def _post(server: RemoteServer, scope: Scope, receive: Receive, send: Send
         await respond_error(send, 413, f"message larger than {limit} bytes")
         return
     try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        message = parse_json(body)
+    except ValueError as exc:
         await respond_error(send, 400, f"body is not JSON: {exc}")
         return
     if isinstance(message, list):

@@ -1,6 +1,6 @@
 """One remote connection on the server: a client on one side, its own agent on the other.
 
-Messages are forwarded untouched (each parsed once, with orjson, to keep ``_inflight`` up to
+Messages are forwarded untouched (each parsed once, with ``core.parse_json``, to keep ``_inflight`` up to
 date and to route it). The connection ends when the client goes (WebSocket close, HTTP DELETE,
 a dropped network, the idle timeout) or the server shuts down; then the server does what the
 client no longer can, through the cancel ladder (``core.LadderPolicy``, budget ``B``):
@@ -29,7 +29,16 @@ from typing import Any
 import orjson
 
 from .. import protocol as p
-from ..core import CancelLadder, LadderPolicy, OversizedLine, Resolution, Rung, worth_logging
+from ..core import (
+    CancelLadder,
+    LadderPolicy,
+    OversizedLine,
+    Resolution,
+    Rung,
+    encode_relayed,
+    parse_json,
+    worth_logging,
+)
 from ._backend import Backend
 from ._inflight import InFlight, answer_for_gone_client
 
@@ -95,7 +104,7 @@ class ServedConnection:
         if b"\n" in text or b"\r" in text:
             # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
             # re-encode compactly so that the NDJSON agent sees one line.
-            text = orjson.dumps(message)
+            text = encode_relayed(message)
         self.backend.send(text)
         if self.backend.send_backlog > self.max_backlog:
             self.end(f"the agent does not read its input (over {self.max_backlog} bytes waiting)", 1008)
@@ -113,8 +122,8 @@ class ServedConnection:
             )
             return
         try:
-            message = orjson.loads(item)
-        except orjson.JSONDecodeError:
+            message = parse_json(item)
+        except ValueError:
             # Not a message: a remote client could not use it (one message per frame or event);
             # the operator sees it in the log, and the relay goes on.
             self._malformed += 1

@@ -7,8 +7,8 @@ subprocess per connection (``serve_command``) or an ``Agent`` served in-process
 (``serve_agent``). The front-ends (``_websocket``, ``_http``) only see ``ServedConnection``
 (``_served``), which runs the cancel ladder when a connection ends.
 
-Checked on every request, in this order: the path (404), the bearer token (401), the Origin
-(403), then per profile the RFD's rules; limits: ``max_message_bytes`` (413 / close 1009),
+Checked on every request, in this order: the path (404), the Host (403; DNS rebinding), the
+bearer token (401), the Origin (403), then per profile the RFD's rules; limits: ``max_message_bytes`` (413 / close 1009),
 ``max_connections`` (503, also for upgrades), ``idle_timeout`` (a connection with no traffic,
 nothing in flight on a WebSocket and no open stream on HTTP, is ended through the ladder;
 WebSocket close 1008; so is one whose client read none of the agent's output for that long).
@@ -25,7 +25,7 @@ import re
 import socket
 import ssl
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +40,7 @@ from ._defaults import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_PORT,
 )
-from ._guard import OriginPolicy, bearer_ok, is_loopback
+from ._guard import HostPolicy, OriginPolicy, bearer_ok, is_loopback
 from ._http import HttpConnection, serve_http
 from ._inprocess import make_in_process
 from ._protocol import ENDPOINT_PATH, WS_GOING_AWAY, WS_POLICY
@@ -66,6 +66,8 @@ class ServerSettings:
     port: int = DEFAULT_PORT
     token: str | None = None
     allow_origins: Sequence[str] = ()
+    allow_hosts: Sequence[str] = ()
+    """Names a request's ``Host`` may carry besides the bound address's (``*``: any; see ``_guard``)."""
     instance: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     """This server's name in the affinity cookie (a reverse proxy maps it to this instance)."""
     certfile: str | None = None
@@ -106,6 +108,7 @@ class ServerSettings:
         try:
             LadderPolicy(self.cancel_budget)
             OriginPolicy(self.allow_origins)
+            HostPolicy(self.host, self.allow_hosts)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
@@ -119,6 +122,7 @@ class RemoteServer:
         self.factory = factory
         self.policy = LadderPolicy(settings.cancel_budget)
         self.origins = OriginPolicy(settings.allow_origins)
+        self.hosts = HostPolicy(settings.host, settings.allow_hosts)
         self._token = settings.token.encode() if settings.token else None
         self.connections: dict[str, ServedConnection] = {}
         """Every connection until its agent is reaped."""
@@ -203,8 +207,11 @@ class RemoteServer:
             self._sweeper.cancel()
         self._shutdown.set()
         if self._serve_task is not None:
-            with contextlib.suppress(Exception):
-                await self._serve_task
+            with _quiet_cancelled_streams():
+                with contextlib.suppress(Exception):
+                    await self._serve_task
+                for _ in range(3):  # the streams' done-callbacks run on the next iterations
+                    await asyncio.sleep(0)
 
     async def __aenter__(self) -> RemoteServer:
         if self._serve_task is None:
@@ -271,12 +278,14 @@ class RemoteServer:
     # ------------------------------------------------------------------ ASGI
 
     def refusal(self, scope: Scope) -> tuple[int, str, list[tuple[bytes, bytes]]] | None:
-        """Why a request is refused (status, message, headers), or None: token, then Origin."""
+        """Why a request is refused (status, message, headers), or None: Host, token, then Origin."""
+        host = header(scope, b"host")
+        if not self.hosts.admits(host):
+            shown = "no Host header" if host is None else f"Host {host.decode('latin-1')[:100]!r}"
+            return 403, f"{shown} does not name this server (see --allow-host)", []
         if self._token is not None and not bearer_ok(header(scope, b"authorization"), self._token):
             return 401, "missing or wrong bearer token", [(b"www-authenticate", b'Bearer realm="acp"')]
-        if not self.origins.admits(
-            header(scope, b"origin"), header(scope, b"host"), scope.get("scheme", "http")
-        ):
+        if not self.origins.admits(header(scope, b"origin"), host, scope.get("scheme", "http")):
             return 403, "cross-origin request refused (see --allow-origin)", []
         return None
 
@@ -302,6 +311,35 @@ class RemoteServer:
             await respond_error(send, status, message, headers)
             return
         await serve_http(self, scope, receive, send)
+
+
+@contextlib.contextmanager
+def _quiet_cancelled_streams() -> Iterator[None]:
+    """While hypercorn shuts down: a connection still open at its graceful timeout (a WebSocket
+    client that never answers the close frame) has its task cancelled, and Python 3.11's
+    ``StreamReaderProtocol`` done-callback calls ``task.exception()`` on it, which raises
+    ``CancelledError`` into the loop's exception handler: a traceback for a normal shutdown
+    (fixed in 3.12). Only that report is dropped (logged at debug); the rest goes through."""
+    loop = asyncio.get_running_loop()
+    previous = loop.get_exception_handler()
+
+    def handler(the_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if isinstance(context.get("exception"), asyncio.CancelledError) and "StreamReaderProtocol" in str(
+            context.get("message", "")
+        ):
+            logger.debug("a connection was cancelled at shutdown: %s", context.get("message"))
+            return
+        if previous is not None:
+            previous(the_loop, context)
+        else:
+            the_loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    try:
+        yield
+    finally:
+        if loop.get_exception_handler() is handler:
+            loop.set_exception_handler(previous)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

@@ -16,8 +16,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
+from ..core import parse_json
 from ._asgi import Receive, Refused, Scope, Send, error_body, jsonrpc_error
 from ._outlet import Outlet
 from ._protocol import CONNECTION_ID_HEADER, WS_POLICY, WS_TOO_BIG
@@ -120,8 +119,8 @@ async def serve_websocket(server: RemoteServer, scope: Scope, receive: Receive, 
                 conn.end(f"a message of {len(data)} bytes (limit {limit})", WS_TOO_BIG)
                 continue
             try:
-                message = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
+                message = parse_json(data)
+            except ValueError as exc:
                 outlet.put(jsonrpc_error(-32700, f"Parse error: {exc}"))
                 continue
             if not isinstance(message, dict):
