@@ -17,6 +17,18 @@ audit's verdict on it can be tested against a real process over real pipes.
     --permission-end-turn   a permission answered "cancelled" ends the turn with end_turn
     --ask-mode MODE         only ask permission in this session mode (set with session/set_mode)
     --auth METHOD           advertise METHOD; session/new fails until authenticate(METHOD)
+    --in-flight             like --race, but the first turn's second chunk comes right after the
+                            cancel, with the end_turn (as if both were on their way already)
+    --refuse-cancel CODE    session/cancel is answered with an id-less error CODE naming it an
+                            unknown method (codex-acp and others have answered -32601/-32603)
+    --stall                 no prompt is ever answered (a model that cannot be reached)
+    --poison-idle-cancel    a session/cancel on an idle session makes that session's next prompt
+                            never answered (other sessions are fine)
+    --answer-at-cancel      a permission turn answers the prompt cancelled as soon as the cancel
+                            arrives, leaving its permission request pending (not withdrawn)
+    --ask-with-terminal PIDFILE  ask permission only when the client offers terminals, having
+                            started one first: ``sh -c 'echo $$ > PIDFILE; exec sleep 600'``
+    --name NAME             the agentInfo name it reports
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
     --log PATH              append every message received (one JSON per line)
@@ -66,6 +78,8 @@ class Agent:
         self.answered = threading.Condition()
         self.next_id = 1000
         self.raced = False
+        self.terminal = False
+        self.poisoned: set[str] = set()
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -80,6 +94,8 @@ class Agent:
             return
         rid = msg["id"]
         if method == "initialize":
+            caps = params.get("clientCapabilities") or {}
+            self.terminal = caps.get("terminal") is True
             methods = [{"id": self.opts.auth, "name": "Test login"}] if self.opts.auth else []
             send(
                 {
@@ -88,7 +104,7 @@ class Agent:
                         "protocolVersion": 1,
                         "agentCapabilities": {},
                         "authMethods": methods,
-                        "agentInfo": {"name": "quirky-agent", "version": "1"},
+                        "agentInfo": {"name": self.opts.name, "version": "1"},
                     },
                 }
             )
@@ -110,6 +126,8 @@ class Agent:
             self.modes[params["sessionId"]] = params["modeId"]
             send({"id": rid, "result": {}})
         elif method == "session/prompt":
+            if self.opts.stall or params.get("sessionId") in self.poisoned:
+                return  # never answered
             if self.opts.close_stdout:
                 with lock:
                     sys.stdout.flush()
@@ -125,9 +143,14 @@ class Agent:
 
     def notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "session/cancel":
+            if self.opts.refuse_cancel is not None:
+                error = {"code": self.opts.refuse_cancel, "message": "Unknown method: session/cancel"}
+                send({"error": error})
             turn = self.turns.get(params.get("sessionId", ""))
             if turn is not None:
                 turn[1].set()
+            elif self.opts.poison_idle_cancel:
+                self.poisoned.add(params.get("sessionId", ""))
             return
         if (
             method == "$/cancel_request"
@@ -153,11 +176,13 @@ class Agent:
                 time.sleep(self.opts.warm_up / 1000)
                 cancelled.clear()  # a cancel before the model call is lost
             count, ms = self.opts.stream
-            if self.opts.race:
+            if self.opts.race or self.opts.in_flight:
                 chunk(sid, "done")
                 if not self.raced:
                     self.raced = True
                     cancelled.wait(10)
+                    if self.opts.in_flight:
+                        chunk(sid, "already on its way")
                 count = 0
             for i in range(count):
                 if cancelled.wait(ms / 1000):
@@ -170,7 +195,15 @@ class Agent:
 
     def permission_turn(self, sid: str, cancelled: threading.Event) -> str:
         call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
-        if self.opts.ask_mode is not None and self.modes.get(sid) != self.opts.ask_mode:
+        if self.opts.ask_with_terminal and self.terminal:
+            line = f"echo $$ > {self.opts.ask_with_terminal}.tmp && mv {self.opts.ask_with_terminal}.tmp {self.opts.ask_with_terminal}; exec sleep 600"
+            with self.answered:
+                tid = self.next_id
+                self.next_id += 1
+            params = {"sessionId": sid, "command": "sh", "args": ["-c", line]}
+            send({"id": tid, "method": "terminal/create", "params": params})
+        unasked = self.opts.ask_mode is not None and self.modes.get(sid) != self.opts.ask_mode
+        if unasked or (self.opts.ask_with_terminal and not self.terminal):
             update(sid, {"sessionUpdate": "tool_call", **call})
             update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
             return "end_turn"
@@ -189,6 +222,9 @@ class Agent:
                 "params": {"sessionId": sid, "toolCall": call, "options": options},
             }
         )
+        if self.opts.answer_at_cancel:
+            cancelled.wait(30)
+            return "cancelled"
         with self.answered:
             self.answered.wait_for(lambda: pid in self.permission_answers)
             answer = self.permission_answers.pop(pid)
@@ -212,6 +248,13 @@ def main() -> None:
     parser.add_argument("--permission-end-turn", action="store_true")
     parser.add_argument("--ask-mode", default=None)
     parser.add_argument("--auth", default=None)
+    parser.add_argument("--name", default="quirky-agent")
+    parser.add_argument("--in-flight", action="store_true")
+    parser.add_argument("--refuse-cancel", type=int, default=None)
+    parser.add_argument("--stall", action="store_true")
+    parser.add_argument("--poison-idle-cancel", action="store_true")
+    parser.add_argument("--answer-at-cancel", action="store_true")
+    parser.add_argument("--ask-with-terminal", default=None, metavar="PIDFILE")
     parser.add_argument("--message-id", default=None)
     parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--log", default=None)

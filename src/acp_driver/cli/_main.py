@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import shlex
@@ -264,6 +265,10 @@ def cli_main(argv: Sequence[str]) -> int:
         return EXIT_USAGE
     setup_logging(opts.verbose, opts.quiet)
     if opts.command in ("run", "chat", "check"):
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            # A terminal whose encoding cannot write a character (a Latin-1 locale and "✓"):
+            # a replacement, never an exception.
+            sys.stdout.reconfigure(errors="replace")
         closed = _closed_std_streams()
         if 1 in closed:
             sys.stderr.write(
@@ -367,7 +372,7 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
         if getattr(opts, name) is not None:
             setattr(opts, name, as_text(getattr(opts, name)))
     url = agent_url(command[0]) if len(command) == 1 else None
-    check_url(parser, url, "--")
+    check_url(parser, url, "check --")
     opts.agent_url = url
     opts.headers = parse_headers(parser, opts.header, url)
     opts.ssl_context = parse_cacert(parser, opts.cacert, url)
@@ -382,6 +387,7 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
     """``check`` with SIGTERM and SIGHUP behaving like Ctrl-C: the audit is cancelled (its
     ``finally`` reaps the agent under audit) and the command exits with 128 + the signal."""
     from ._check import check_command
+    from ._stdout import run_guarded
 
     received: list[int] = []
 
@@ -396,7 +402,7 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, like_ctrl_c)
     try:
-        code: int = check_command(opts, argv, cwd)
+        code = run_guarded(lambda guard: check_command(opts, argv, cwd))
     except KeyboardInterrupt:
         code = 128 + signal.SIGINT
     finally:

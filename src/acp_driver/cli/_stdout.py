@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ._codes import EXIT_ERROR
@@ -24,13 +24,18 @@ from ._controller import detach
 
 class StdoutGuard:
     """Wraps ``sys.stdout``; ``on_gone()`` runs once for a reader gone, ``on_failed(why)`` once
-    for any other write error."""
+    for any other write error (when set: else ``run_guarded`` reports it at the end)."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
         self.on_gone: Callable[[], object] | None = None
         self.on_failed: Callable[[str], object] | None = None
         self.gone = False
+        """A write failed: fd 1 is /dev/null from then on."""
+        self.failure: str | None = None
+        """Why, for a failure that is not a reader gone."""
+        self.handled = False
+        """A callback took the failure (the command's exit code says it)."""
 
     def write(self, text: str) -> int:
         try:
@@ -52,42 +57,37 @@ class StdoutGuard:
         detach([1])
         if isinstance(exc, BrokenPipeError):
             if self.on_gone is not None:
+                self.handled = True
                 self.on_gone()
-        elif self.on_failed is not None:
-            self.on_failed(f"cannot write to stdout: {exc.strerror or exc}")
+            return
+        self.failure = f"cannot write to stdout: {exc.strerror or exc}"
+        if self.on_failed is not None:
+            self.handled = True
+            self.on_failed(self.failure)
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding...: the real stream's
         return getattr(self._stream, name)
 
 
-@contextlib.contextmanager
-def guarded_stdout() -> Iterator[StdoutGuard]:
+def run_guarded(command: Callable[[StdoutGuard], int]) -> int:
+    """``command(guard)`` with ``sys.stdout`` guarded, then flushed: a failure no callback took
+    (one only the last flush finds, or a command without callbacks) ends the command here: exit 1
+    with its reason on stderr, or 128 + SIGPIPE for a reader gone."""
     guard = StdoutGuard(sys.stdout)
     saved, sys.stdout = sys.stdout, guard
     try:
-        yield guard
+        code = command(guard)
+        guard.on_gone = guard.on_failed = None  # the command is over: nothing left to stop
+        guard.flush()
     finally:
         sys.stdout = saved
         if guard.gone:
             with contextlib.suppress(OSError, ValueError):
                 saved.flush()  # what the dead stream refused now goes to /dev/null
-
-
-def run_guarded(command: Callable[[StdoutGuard], int]) -> int:
-    """``command(guard)`` with stdout guarded, then stdout flushed: a failure only that last
-    flush finds is reported too (exit 1; 128 + SIGPIPE for a reader gone)."""
-    with guarded_stdout() as guard:
-        code = command(guard)
-        if guard.gone:
-            return code
-        late: list[int] = []
-        guard.on_gone = lambda: late.append(128 + signal.SIGPIPE)
-        guard.on_failed = lambda why: late.append(_report(why))
-        guard.flush()
-    return late[0] if late else code
-
-
-def _report(why: str) -> int:
+    if not guard.gone or guard.handled:
+        return code
+    if guard.failure is None:
+        return 128 + signal.SIGPIPE
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        sys.stderr.write(f"acp-driver: error: {why}\n")
+        sys.stderr.write(f"acp-driver: error: {guard.failure}\n")
     return EXIT_ERROR

@@ -11,15 +11,15 @@ On a console, ``shown(text)``:
 - A line feed stays one in multi-line text (message and thought chunks, ``lines=True``, where
   CR LF becomes LF); in a one-line field (a tool's title, kind or status, a plan entry, a name) it
   is shown as ``␊``, so that an agent cannot forge a line of the CLI's own.
-- C1 controls (U+0080 to U+009F: 8-bit CSI and OSC, which some terminals obey) and lone
-  surrogates (``"\\ud800"``: valid JSON, which JavaScript agents emit, but not Unicode) become
-  U+FFFD: they have no picture, and no encoding can write a lone surrogate.
+- C1 controls (U+0080 to U+009F: 8-bit CSI and OSC, which some terminals obey) become U+FFFD:
+  they have no picture. So does a lone surrogate (``"\\ud800"``: valid JSON, which JavaScript
+  agents emit, but not Unicode, and no encoding can write it): the core's ``printable``.
 
-As JSON (``--json`` events, ``check --json``), ``json_text(value)`` keeps the agent's data exact:
-orjson first; what it refuses (lone surrogates, integers beyond 64 bits) is written by the
-standard library with each lone surrogate as its ``\\udXXX`` escape, the same JSON text the agent
-sent. C1 controls are written as ``\\u0080``-style escapes (JSON allows them raw, a terminal
-showing the output might obey them); every other control is escaped by JSON itself.
+As JSON (``--json`` events, ``check --json``), ``json_text(value)`` keeps the agent's data exact,
+by the core's rule for relayed text (``encode_relayed``): a lone surrogate is written as its
+``\\udXXX`` escape, the same JSON text the agent sent; integers beyond 64 bits are kept too. C1
+controls are written as ``\\u0080``-style escapes (JSON allows them raw, a terminal showing the
+output might obey them); every other control is escaped by JSON itself.
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ from typing import Any
 
 import orjson
 
+from ..core import encode_relayed, printable
+
 _PICTURES = {code: chr(0x2400 + code) for code in range(0x20)}
 _PICTURES[0x7F] = "\u2421"
-_REPLACED = {code: "\ufffd" for code in (*range(0x80, 0xA0), *range(0xD800, 0xE000))}
+_REPLACED = {code: "\ufffd" for code in range(0x80, 0xA0)}
 _ONE_LINE = {**_PICTURES, **_REPLACED}
 del _ONE_LINE[0x09]  # a tab is harmless
 _MULTI_LINE = dict(_ONE_LINE)
@@ -41,7 +43,7 @@ del _MULTI_LINE[0x0A]
 
 _UNSAFE_ONE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
 _UNSAFE_MULTI_LINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_C1_OR_SURROGATE = re.compile("[\x80-\x9f\ud800-\udfff]")
+_C1 = re.compile("[\x80-\x9f]")
 
 
 def shown(value: object, *, lines: bool = False) -> str:
@@ -53,10 +55,10 @@ def shown(value: object, *, lines: bool = False) -> str:
     if lines:
         if _UNSAFE_MULTI_LINE.search(text) is None:
             return text
-        return text.replace("\r\n", "\n").translate(_MULTI_LINE)
+        return printable(text.replace("\r\n", "\n")).translate(_MULTI_LINE)
     if _UNSAFE_ONE_LINE.search(text) is None:
         return text
-    return text.translate(_ONE_LINE)
+    return printable(text).translate(_ONE_LINE)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -66,22 +68,23 @@ def _escape(match: re.Match[str]) -> str:
 def json_text(value: Any, *, indent: bool = False) -> str:
     """``value`` as JSON text (one line unless ``indent``), whatever strings or numbers the agent
     sent: never an exception for data that came from a JSON message."""
-    option = orjson.OPT_INDENT_2 if indent else 0
-    try:
-        text = orjson.dumps(value, option=option).decode()
-    except TypeError:  # lone surrogates, integers beyond 64 bits: the standard library writes them
-        text = json.dumps(
-            value,
-            ensure_ascii=False,
-            allow_nan=False,
-            indent=2 if indent else None,
-            separators=(",", ": ") if indent else (",", ":"),
-            default=str,
-        )
-    if _C1_OR_SURROGATE.search(text) is None:
+    if indent:
+        try:
+            text = orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+        except TypeError:  # what encode_relayed's fallback does, laid out
+            text = json.dumps(value, ensure_ascii=True, indent=2, allow_nan=False)
+    else:
+        text = encode_relayed(value).decode()
+    if _C1.search(text) is None:
         return text
-    # Inside JSON text these characters can only be in strings: their escapes mean the same.
-    return _C1_OR_SURROGATE.sub(_escape, text)
+    # Inside JSON text a C1 control can only be in a string: its escape means the same.
+    return _C1.sub(_escape, text)
+
+
+def excerpt(value: Any, limit: int = 60) -> str:
+    """A JSON value the agent sent, as JSON text cut at ``limit`` characters (for evidence)."""
+    text = json_text(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ShownFormatter(logging.Formatter):
