@@ -21,7 +21,9 @@ audit's verdict on it can be tested against a real process over real pipes.
                             cancel, with the end_turn (as if both were on their way already)
     --refuse-cancel CODE    session/cancel is answered with an id-less error CODE naming it an
                             unknown method (codex-acp and others have answered -32601/-32603)
-    --stall                 no prompt is ever answered (a model that cannot be reached)
+    --late-update           a cancelled turn's answer and one more chunk go out in one write
+    --stall                 a prompt gets no update and no answer until it is cancelled (a model
+                            that cannot be reached); a cancel is answered at once
     --poison-idle-cancel    a session/cancel on an idle session makes that session's next prompt
                             never answered (other sessions are fine)
     --answer-at-cancel      a permission turn answers the prompt cancelled as soon as the cancel
@@ -126,7 +128,7 @@ class Agent:
             self.modes[params["sessionId"]] = params["modeId"]
             send({"id": rid, "result": {}})
         elif method == "session/prompt":
-            if self.opts.stall or params.get("sessionId") in self.poisoned:
+            if params.get("sessionId") in self.poisoned:
                 return  # never answered
             if self.opts.close_stdout:
                 with lock:
@@ -166,7 +168,10 @@ class Agent:
 
     def turn(self, sid: str, rid: Any, text: str, cancelled: threading.Event) -> None:
         stop = "end_turn"
-        if text == "hello":
+        if self.opts.stall:
+            cancelled.wait()
+            stop = "cancelled"
+        elif text == "hello":
             chunk(sid, "hello")
         elif "permission" in text:
             stop = self.permission_turn(sid, cancelled)
@@ -191,6 +196,18 @@ class Agent:
                 if not self.opts.silent:
                     chunk(sid, f"chunk {i} ")
         self.turns.pop(sid, None)
+        if self.opts.late_update and stop == "cancelled":
+            body = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "late"}}
+            late = {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": sid, "update": body},
+            }
+            with lock:  # both in one write: they arrive together
+                answer = {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}}
+                sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(late) + "\n")
+                sys.stdout.flush()
+            return
         send({"id": rid, "result": {"stopReason": stop}})
 
     def permission_turn(self, sid: str, cancelled: threading.Event) -> str:
@@ -252,6 +269,7 @@ def main() -> None:
     parser.add_argument("--in-flight", action="store_true")
     parser.add_argument("--refuse-cancel", type=int, default=None)
     parser.add_argument("--stall", action="store_true")
+    parser.add_argument("--late-update", action="store_true")
     parser.add_argument("--poison-idle-cancel", action="store_true")
     parser.add_argument("--answer-at-cancel", action="store_true")
     parser.add_argument("--ask-with-terminal", default=None, metavar="PIDFILE")

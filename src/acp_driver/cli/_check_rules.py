@@ -328,7 +328,7 @@ async def check_permission(opts: argparse.Namespace, probe: Probe) -> list[Check
     if withdrawal is not None:
         how = "withdrawn by the agent"
     elif sent + elapsed < released:
-        how = "still pending when the prompt was answered; the audit then answered it cancelled"
+        how = f"still pending when the prompt was answered; the audit then answered it cancelled {ms(released - sent)} after the cancel"
     else:
         how = f"answered cancelled by the audit {ms(released - sent)} after the cancel"
     if kind == "result" and stop_reason(kind, value) == "cancelled":

@@ -13,6 +13,8 @@
                       lone-surrogate escapes, control characters), then ends the turn
 --permission-from FILE  each prompt asks permission for the tool call in FILE (one JSON
                       object: its title, kind...), then ends the turn with the answer as text
+--withdraw-when PATH  with --permission-from: withdraw the request ($/cancel_request) once
+                      PATH exists (the test creates it when the question is on screen)
 
 A prompt starting with ``/sleep`` says "sleeping" and waits for ``session/cancel``; any other is
 echoed back.
@@ -25,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -37,6 +40,7 @@ opts.add_argument("--auth")
 opts.add_argument("--terminal")
 opts.add_argument("--updates")
 opts.add_argument("--permission-from")
+opts.add_argument("--withdraw-when")
 args = opts.parse_args()
 
 if args.ignore_term:
@@ -47,9 +51,13 @@ if args.pidfile:
     os.replace(args.pidfile + ".tmp", args.pidfile)
 
 
+LOCK = threading.Lock()
+
+
 def send(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
-    sys.stdout.flush()
+    with LOCK:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        sys.stdout.flush()
 
 
 def chunk(session_id: str, text: str) -> None:
@@ -152,6 +160,14 @@ for line in sys.stdin:
                 {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
             ]
             request("session/request_permission", {"toolCall": tool_call, "options": options})
+            if args.withdraw_when:
+
+                def withdraw(asked: int = next_id) -> None:
+                    while not os.path.exists(args.withdraw_when):
+                        time.sleep(0.01)
+                    send({"method": "$/cancel_request", "params": {"requestId": asked}})
+
+                threading.Thread(target=withdraw, daemon=True).start()
         elif args.terminal:
             request("terminal/create", {"command": args.terminal})
         elif text.startswith("/sleep"):
