@@ -94,7 +94,9 @@ def test_readme_main_job_works_in_a_fresh_environment(tmp_path: Path) -> None:
     assert "turn completed" in result.stderr
 
 
-PATH_IN_TEXT = re.compile(r"\b((?:tests|src|tools|benchmarks|compat|docs)/[\w./-]+\.(?:py|md|mjs|json|png))(?:::(\w+))?")
+PATH_IN_TEXT = re.compile(
+    r"\b((?:tests|src|tools|benchmarks|compat|docs)/[\w./-]+\.(?:py|md|mjs|json|png))(?:::(\w+))?"
+)
 
 
 def test_the_docs_name_only_files_and_tests_that_exist() -> None:

@@ -48,8 +48,8 @@ HOSTILE = [
             "sessionUpdate": "tool_call",
             "toolCallId": "t2",
             "title": f"run {OSC_TITLE} x",
-            "kind": "[/bold]",
-            "status": "[/red]",
+            "kind": "[/bold]\x1b[5m",
+            "status": "[/red]\r",
         }
     ),
     update({"sessionUpdate": "tool_call_update", "toolCallId": "t2", "status": f"[bold]done{C1_CSI}"}),
@@ -90,6 +90,7 @@ def assert_no_raw_control(text: str) -> None:
     assert "\u009b" not in text
     assert "\x1b[2J" not in text
     assert "\x1b[31m" not in text
+    assert "\x1b[5m" not in text
 
 
 def test_lone_surrogates_are_shown_replaced_and_kept_exact_in_json(tmp_path: Path) -> None:
@@ -118,12 +119,32 @@ def test_markup_and_escapes_from_the_agent_are_shown_as_text(tmp_path: Path) -> 
     assert_clean(result.stderr)
     assert_no_raw_control(result.stdout + result.stderr)
     assert "\x1b" not in result.stdout + result.stderr  # NO_COLOR, off a TTY: no escape at all
-    assert "run \u241b]0;pwned\u2407 x ([/bold], [/red])" in result.stderr  # ␛ ␇: visible, inert
+    assert (
+        "run \u241b]0;pwned\u2407 x ([/bold]\u241b[5m, [/red]\u240d)" in result.stderr
+    )  # ␛ ␇ ␍: visible, inert
     assert "run \u241b]0;pwned\u2407 x: [bold]done\ufffd31m" in result.stderr
     assert "[link=x]step[/link] \u241b[2J" in result.stderr
     assert "title: [/]\u241b[31mred" in result.stderr
     assert "thinking: [/italic] \u241b]8;;x\u2407" in result.stderr
     assert result.stdout == "say \u241b]0;pwned\u2407[/bold] :smile:\n"  # no markup, no emoji code
+
+
+def test_json_output_keeps_the_agents_text_exact_and_inert(tmp_path: Path) -> None:
+    agent = stub_with(tmp_path, HOSTILE)
+    result = subprocess.run(
+        [*CLI, "run", "--json", "--agent", agent, "x"],
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr
+    raw = result.stdout.decode("utf-8")
+    assert "\u009b" not in raw  # the 8-bit CSI is written as its JSON escape
+    assert "\x1b" not in raw
+    assert "\x07" not in raw
+    updates = [e["update"] for e in json_lines(raw) if e["type"] == "update"]
+    assert updates[1]["status"] == f"[bold]done{C1_CSI}"  # the data itself is exact
+    assert updates[0]["title"] == f"run {OSC_TITLE} x"
 
 
 def test_escapes_never_reach_a_terminal(tmp_path: Path) -> None:

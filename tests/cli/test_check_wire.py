@@ -5,7 +5,9 @@ only when terminals are offered can be audited. Real processes: the CLI and ``qu
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from pathlib import Path
 
 import pytest
@@ -124,4 +126,7 @@ def test_terminal_offers_real_terminals_for_agents_that_ask_only_then(tmp_path: 
     assert rule(doc, PERMISSION_RULE)["result"] == "pass", doc
     assert code == 0, doc
     terminal = int(pidfile.read_text())
-    assert not pid_alive(terminal)  # the audit reaped what it ran for the agent
+    alive = pid_alive(terminal)
+    if alive:  # leave nothing running, even when the rule breaks
+        os.kill(terminal, signal.SIGKILL)
+    assert not alive  # the audit reaped what it ran for the agent

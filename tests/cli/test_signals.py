@@ -182,6 +182,24 @@ def test_a_signal_once_the_agent_is_reaped_keeps_the_exit_code(sig: signal.Signa
     assert gone(agent)
 
 
+def test_check_keeps_its_exit_code_when_a_signal_comes_at_its_end() -> None:
+    """Once the audit's document is out (every agent reaped), a storm of SIGTERM until exit:
+    the exit is the audit's code (or 143 if one came before the end), never a death by it."""
+    proc = spawn_cli("check", "--json", "--timeout", "1.5", "--busy-prompt", "hello")
+    assert proc.stdout is not None
+    assert proc.stdout.read(1) == "{"  # the document is written at the end, all at once
+    sent = 0
+    while proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        sent += 1
+        time.sleep(0.001)
+    _out, err = finish(proc)
+    assert sent > 0
+    assert proc.returncode in (6, 143), (proc.returncode, err)
+    assert_clean(err)
+
+
 def test_ctrl_c_during_shutdown_never_orphans_the_agent(tmp_path: Path) -> None:
     """After the turn the CLI closes the agent's stdin and waits; this agent ignores EOF and
     SIGTERM. A Ctrl-C then must not interrupt the shutdown: no traceback, the agent is killed."""
