@@ -810,7 +810,7 @@ MUTATIONS = [
         "cli/_probe.py",
         "            await self.terminals.aclose()\n",
         "            pass\n",
-        ("tests/cli/test_check_wire.py::test_terminal_offers_real_terminals_for_agents_that_ask_only_then",),
+        ("tests/cli/test_check_wire.py::test_a_terminal_is_killed_with_its_probe",),
     ),
     Mutation(
         "run-cancelled-by-host",

@@ -8,17 +8,21 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from ..procs import pid_alive
 from .test_check import CANCEL_REQUEST_RULE, CANCEL_RULE, PERMISSION_RULE, QUIRKY, check, rule
+from .test_cli import CLI
 
 IDLE_RULE = "cancel on an idle session does not poison the next turn"
 AFTER_RULE = "no turn update after the prompt response"
-HOLD_MS = 3000
-"""How long the audit holds a permission request after the cancel (at most)."""
+HOLD_MS = 1500
+"""How long the audit holds a permission request after the cancel, at most: 3 s, or --timeout
+(1.5 s in these tests) if shorter."""
 WITHDRAW_RULE = "agent withdraws its pending permission request on cancel ($/cancel_request)"
 
 
@@ -114,8 +118,7 @@ def test_a_next_turn_poisoned_by_an_idle_cancel_fails_against_the_control_turn()
 
 def test_terminal_offers_real_terminals_for_agents_that_ask_only_then(tmp_path: Path) -> None:
     """Like fast-agent: permission is asked only when the client offers terminals. Without
-    --terminal the rule cannot be tested; with it, it is -- and the terminal the agent started
-    is killed with its probe."""
+    --terminal the rule cannot be tested; with it, it is."""
     pidfile = tmp_path / "terminal.pid"
     agent = [*QUIRKY, "--ask-with-terminal", str(pidfile)]
     code, doc = check("--permission-prompt", "permission", agent=agent)
@@ -125,8 +128,48 @@ def test_terminal_offers_real_terminals_for_agents_that_ask_only_then(tmp_path: 
     code, doc = check("--terminal", "--permission-prompt", "permission", agent=agent)
     assert rule(doc, PERMISSION_RULE)["result"] == "pass", doc
     assert code == 0, doc
-    terminal = int(pidfile.read_text())
-    alive = pid_alive(terminal)
-    if alive:  # leave nothing running, even when the rule breaks
-        os.kill(terminal, signal.SIGKILL)
-    assert not alive  # the audit reaped what it ran for the agent
+    assert not pid_alive(int(pidfile.read_text()))
+
+
+def test_a_terminal_is_killed_with_its_probe(tmp_path: Path) -> None:
+    """The terminal the agent started in the permission probe is gone before the next probe's
+    agent starts, not only when the audit ends."""
+    pidfile = tmp_path / "terminal.pid"
+    probes = tmp_path / "probes"
+    agent = [*QUIRKY, "--ask-with-terminal", str(pidfile), "--pidfile", str(probes)]
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "check",
+            "--json",
+            "--timeout",
+            "1.5",
+            "--terminal",
+            "--permission-prompt",
+            "permission",
+            "--",
+            *agent,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    terminal = None
+    try:
+        deadline = time.monotonic() + 120
+        # The permission check is the fifth; the sixth probe's agent starts after it was closed.
+        while not (probes.exists() and len(probes.read_text().split()) >= 6):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the sixth probe never started"
+            time.sleep(0.01)
+        terminal = int(pidfile.read_text())
+        alive = pid_alive(terminal)
+        assert not alive, "the terminal outlived its probe"
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if terminal is not None and pid_alive(terminal):  # leave nothing running, even on a failure
+            os.kill(terminal, signal.SIGKILL)
