@@ -111,10 +111,13 @@ AGENTS = [
         api="anthropic",
         registry="pypi",
         python=(3, 13),
+        check_args=["--terminal"],
         setup=[
             "Installed from PyPI into its own virtual environment (it needs Python >= 3.13).",
             "`--model haiku` (Anthropic API: `ANTHROPIC_BASE_URL` at the stand-in, a dummy key); "
             "`--shell` gives it a shell tool for the permission probe.",
+            "`--terminal`: the audit offers it real terminals (it asks permission only when the "
+            "client has them).",
         ],
     ),
 ]
