@@ -789,6 +789,24 @@ MUTATIONS = [
         ("tests/cli/test_check_wire.py::test_permission_latency_is_taken_off_the_wire",),
     ),
     Mutation(
+        "check-permission-latency-from-the-answer",
+        "check: an agent that waits for its permission answer is timed from that answer, not the hold",
+        "cli/_check_rules.py",
+        '        since, cause = released, "the audit answered the permission request cancelled"\n',
+        '        since, cause = sent, "the audit answered the permission request cancelled"\n',
+        (
+            "tests/cli/test_check_wire.py::test_an_agent_that_waits_for_the_permission_answer_is_timed_from_that_answer",
+        ),
+    ),
+    Mutation(
+        "check-setup-failure-untested",
+        "check: a rule whose fresh agent cannot start is not tested (SKIP), not failed",
+        "cli/_check.py",
+        'CheckResult(rule, level, SKIP, f"{NOT_SET_UP}: {exc}")',
+        'CheckResult(rule, level, FAIL, f"{NOT_SET_UP}: {exc}")',
+        ("tests/cli/test_check_wire.py::test_a_fresh_agent_that_cannot_start_leaves_its_rules_untested",),
+    ),
+    Mutation(
         "check-idle-control-turn",
         "check: a next turn that times out is judged against a control turn on a fresh session",
         "cli/_check_rules.py",

@@ -33,6 +33,7 @@ audit's verdict on it can be tested against a real process over real pipes.
     --name NAME             the agentInfo name it reports
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
+    --fail-after N          with --pidfile: exit at once (status 3) if N pids are in it already
     --log PATH              append every message received (one JSON per line)
     --pidfile PATH          append this process's pid
 """
@@ -277,9 +278,14 @@ def main() -> None:
     parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--log", default=None)
     parser.add_argument("--pidfile", default=None)
+    parser.add_argument("--fail-after", type=int, default=None)
     opts = parser.parse_args()
     global MESSAGE_ID
     MESSAGE_ID = opts.message_id
+    if opts.pidfile and opts.fail_after is not None and os.path.exists(opts.pidfile):
+        with open(opts.pidfile) as f:
+            if len(f.read().split()) >= opts.fail_after:
+                sys.exit(3)
     if opts.pidfile:
         with open(opts.pidfile, "a") as f:
             f.write(f"{os.getpid()}\n")

@@ -93,6 +93,31 @@ def test_permission_latency_is_taken_off_the_wire() -> None:
     assert code == 0
 
 
+def test_an_agent_that_waits_for_the_permission_answer_is_timed_from_that_answer() -> None:
+    """The agent ends its turn cancelled only once its permission request is answered, which the
+    audit does after holding it (waiting for a withdrawal): the hold is the audit's, not the agent's."""
+    code, doc = check("--permission-prompt", "permission", agent=QUIRKY)
+    found = rule(doc, PERMISSION_RULE)
+    assert found["result"] == "pass", found
+    assert "after the audit answered the permission request cancelled" in found["evidence"]
+    held = elapsed_of(found["evidence"], "the audit held it")
+    assert held >= HOLD_MS  # no withdrawal: it held the request as long as it holds
+    assert found["elapsedMs"] < held  # the agent's own latency, from the answer it waited for
+    assert code == 0
+
+
+def test_a_fresh_agent_that_cannot_start_leaves_its_rules_untested(tmp_path: Path) -> None:
+    """From the fourth check on, the agent exits at once: those rules were not tested (SKIP,
+    inconclusive), not failed -- a slow start on a busy machine is not a broken rule."""
+    pids = tmp_path / "pids"
+    code, doc = check(agent=[*QUIRKY, "--pidfile", str(pids), "--fail-after", "3"])
+    idle = rule(doc, IDLE_RULE)
+    assert idle["result"] == "skip", idle
+    assert idle["evidence"].startswith("not tested: could not set up a fresh agent: initialize:")
+    assert "a longer --timeout" in doc["hint"]
+    assert code == 6
+
+
 def test_a_next_turn_that_never_ends_is_inconclusive_when_no_turn_ends() -> None:
     """No prompt is ever answered (a model that cannot be reached): the control turn on a fresh
     session does not end either, so the idle cancel is not blamed."""

@@ -324,15 +324,18 @@ async def check_permission(opts: argparse.Namespace, probe: Probe) -> list[Check
     else:
         second = CheckResult(WITHDRAW_RULE, INFO, FAIL, "not withdrawn; the client answered it cancelled")
     kind, value = await outcome(probe, task, opts.timeout)
-    elapsed = answer_delay(probe, ids, sent)
+    delay = answer_delay(probe, ids, sent)
+    since, cause = sent, "session/cancel"
     if withdrawal is not None:
-        how = "withdrawn by the agent"
-    elif sent + elapsed < released:
-        how = f"still pending when the prompt was answered; the audit then answered it cancelled {ms(released - sent)} after the cancel"
-    else:
-        how = f"answered cancelled by the audit {ms(released - sent)} after the cancel"
+        how = "permission withdrawn by the agent"
+    elif delay < released - sent:
+        how = f"permission still pending when the prompt was answered; the audit then answered it cancelled {ms(released - sent)} after the cancel"
+    else:  # the agent waited for the answer to its request: its latency counts from that answer
+        since, cause = released, "the audit answered the permission request cancelled"
+        how = f"the audit held it {ms(released - sent)} after session/cancel, waiting for a withdrawal"
+    elapsed = sent + delay - since
     if kind == "result" and stop_reason(kind, value) == "cancelled":
-        evidence = f"stopReason 'cancelled' {ms(elapsed)} after session/cancel (permission {how})"
+        evidence = f"stopReason 'cancelled' {ms(elapsed)} after {cause} ({how})"
         first = CheckResult(PERMISSION_RULE, MUST, PASS, evidence, elapsed)
     else:
         what = (
@@ -340,9 +343,7 @@ async def check_permission(opts: argparse.Namespace, probe: Probe) -> list[Check
             if kind == "timeout"
             else f"answered {describe(kind, value)}"
         )
-        evidence = (
-            f"{what} {ms(elapsed)} after session/cancel (permission {how}); expected stopReason 'cancelled'"
-        )
+        evidence = f"{what} {ms(elapsed)} after {cause} ({how}); expected stopReason 'cancelled'"
         first = CheckResult(PERMISSION_RULE, MUST, FAIL, evidence, elapsed)
     return [first, second]
 
