@@ -141,8 +141,7 @@ def test_a_closed_stdout_is_refused_before_anything_starts(command: list[str]) -
 
 def test_a_closed_stderr_does_not_stop_the_turn() -> None:
     result = subprocess.run(
-        [*CLI, "run", "hello"],
-        capture_output=False,
+        [*CLI, "run", "-vv", "hello"],  # logging too: to stderr, which is /dev/null now
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,

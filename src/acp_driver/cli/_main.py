@@ -263,13 +263,13 @@ def cli_main(argv: Sequence[str]) -> int:
     if opts.command is None:
         parser.print_help()
         return EXIT_USAGE
-    setup_logging(opts.verbose, opts.quiet)
     if opts.command in ("run", "chat", "check"):
         if isinstance(sys.stdout, io.TextIOWrapper):
             # A terminal whose encoding cannot write a character (a Latin-1 locale and "✓"):
             # a replacement, never an exception.
             sys.stdout.reconfigure(errors="replace")
         closed = _closed_std_streams()
+        setup_logging(opts.verbose, opts.quiet)
         if 1 in closed:
             sys.stderr.write(
                 f"acp-driver {opts.command}: error: stdout is closed: nothing could be shown "
