@@ -24,12 +24,21 @@ INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersio
 HOST_ONLY = (
     "acp_driver.aio._process",
     "acp_driver.aio._agent_process",
-    "acp_driver.core._turn",
+    "acp_driver.core._host_turn",
+    "acp_driver.core._connection_end",
     "acp_driver.core._ladder",
+    "acp_driver.aio._ladder_runner",
     "acp_driver.driver",
     "argparse",
     "shutil",
 )
+
+
+def test_the_host_only_modules_exist() -> None:
+    """A renamed module would make the check below pass without checking anything."""
+    import importlib.util
+
+    assert [name for name in HOST_ONLY if importlib.util.find_spec(name) is None] == []
 
 
 def test_the_reference_agent_loads_nothing_of_the_host_before_answering_initialize() -> None:

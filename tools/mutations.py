@@ -102,7 +102,7 @@ MUTATIONS = [
     Mutation(
         "cleanup-terminals-kept",
         "a cancelled turn's terminals are killed at once but kept for the agent's cleanup",
-        "driver/_turn.py",
+        "driver/_prompt_turn.py",
         '            kill_owner = getattr(terminals, "kill_owner", None)',
         "            kill_owner = None",
         (
@@ -152,17 +152,17 @@ MUTATIONS = [
     Mutation(
         "ladder-kill",
         "a turn whose agent ignores every cancel is ended by SIGKILL of the agent's group",
-        "driver/_remote_agent.py",
-        "        self.signalled = True\n        self.process.kill()\n",
-        "        self.signalled = True\n",
+        "driver/_process_peer.py",
+        "    def kill(self) -> None:\n        self.process.kill()\n",
+        "    def kill(self) -> None:\n        pass\n",
         ("tests/driver/test_ladder_fake_time.py",),
     ),
     Mutation(
         "ladder-session-cancel",
         "the ladder starts with session/cancel",
-        "driver/_turn.py",
-        '                    conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": self.session.id})\n',
-        "                    pass\n",
+        "driver/_peer.py",
+        '                conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": session_id})\n',
+        "                pass\n",
         ("tests/driver/test_ladder_fake_time.py",),
     ),
     Mutation(
@@ -348,7 +348,7 @@ MUTATIONS = [
     Mutation(
         "remote-cookie-returned",
         "RFD (remote transports): the client returns the server's cookies, WebSocket handshake included",
-        "remote/_client_ws.py",
+        "net/_client_ws.py",
         '        sent["Cookie"] = cookie\n',
         "        pass\n",
         ("tests/remote/test_connect_credentials.py::test_a_caller_jar_carries_cookies_across_reconnects",),
@@ -356,7 +356,7 @@ MUTATIONS = [
     Mutation(
         "remote-post-refused-fails-request",
         "a POST the server refuses fails the request it carried (exactly one outcome, never a hang)",
-        "remote/_client_http.py",
+        "net/_client_http.py",
         "            self.receiver.feed_messages([orjson.dumps(error)])\n",
         "            pass\n",
         ("tests/remote/test_connect_credentials.py::test_a_refused_post_fails_its_request_once",),
@@ -364,8 +364,8 @@ MUTATIONS = [
     Mutation(
         "remote-ladder-close-rung",
         "the ladder's TERMINATE rung closes a remote agent's connection",
-        "remote/_connect.py",
-        '        self.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
+        "driver/_network_peer.py",
+        '        self._agent.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
         "        pass\n",
         (
             "tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",
@@ -374,7 +374,7 @@ MUTATIONS = [
     Mutation(
         "remote-disconnected",
         "a remote agent's lost connection resolves its turns disconnected",
-        "core/_turn.py",
+        "core/_host_turn.py",
         "            if self.remote:\n                return Resolution.DISCONNECTED\n",
         "",
         ("tests/remote/test_connect_machine.py", "tests/remote/test_connect_profiles.py"),
@@ -475,9 +475,9 @@ MUTATIONS = [
     Mutation(
         "fence-answered-prompt",
         "an update after its turn's prompt was answered is late, never the turn's",
-        "driver/_session.py",
-        "            elif answer.done():\n",
-        "            elif False:\n",
+        "driver/_prompt_turn.py",
+        "        return answer is None or answer.done()\n",
+        "        return answer is None\n",
         ("tests/driver",),
     ),
     Mutation(
@@ -717,7 +717,7 @@ MUTATIONS = [
     Mutation(
         "start-names-exit-status",
         "an agent that exits at once is reported with its exit status, whatever failed first",
-        "driver/_remote_agent.py",
+        "driver/_agent.py",
         "                why = self._exit_reason if isinstance(exc, AgentExitedError) and self._exit_reason else exc\n",
         "                why = exc\n",
         ("tests/cli/test_clear_errors.py::test_an_agent_that_exits_at_once_is_reported_with_its_status",),
@@ -725,7 +725,7 @@ MUTATIONS = [
     Mutation(
         "start-aborted-abandons-initialize",
         "a start aborted by a signal leaves no unretrieved initialize answer (no asyncio report)",
-        "driver/_remote_agent.py",
+        "driver/_agent.py",
         "                _abandon(answer)  # the start was aborted (a signal): nobody reads this answer\n",
         "",
         ("tests/cli/test_signals.py::test_a_signal_while_the_agent_initializes_aborts_at_once",),

@@ -342,13 +342,13 @@ def test_the_required_shapes_are_the_schemas() -> None:
         assert {member for member, _ in REQUIRED[method]} == required, method
 
 
-async def test_a_prompt_with_lone_surrogates_is_read_and_an_unsendable_echo_fails_the_turn_at_once(
+async def test_a_prompt_with_lone_surrogates_is_read_and_echoed_with_u_fffd(
     reference: Client,
 ) -> None:
     # "\udce9" alone is valid JSON text: the runtime reads the prompt (it used to answer -32700
     # with id null, so the client's request hung). The reference agent echoes the text in an
-    # update; that update cannot be encoded (we never emit lone surrogates), and the turn
-    # fails at once with an error answer instead of hanging.
+    # update; we never emit a lone surrogate, so the echo carries U+FFFD in its place and the
+    # turn ends normally (it used to fail with -32603).
     rid = "raw-1"
     line = (
         b'{"jsonrpc":"2.0","id":"raw-1","method":"session/prompt","params":{"sessionId":"%s",'
@@ -359,6 +359,12 @@ async def test_a_prompt_with_lone_surrogates_is_read_and_an_unsendable_echo_fail
         lambda: any(d == "in" and m.get("id") == rid for _, d, m in reference.lines), "the prompt's answer"
     )
     (answer,) = [m for _, d, m in reference.lines if d == "in" and m.get("id") == rid]
-    assert answer["error"]["code"] == -32603
+    assert answer["result"] == {"stopReason": "end_turn"}
+    echoed = [
+        m["params"]["update"]["content"]["text"]
+        for _, d, m in reference.lines
+        if d == "in" and m.get("method") == "session/update"
+    ]
+    assert "caf\ufffd\n" in echoed
     # The connection and the session still work.
     assert await reference.prompt("hi") == {"stopReason": "end_turn"}

@@ -45,7 +45,9 @@ class FaultyTransport(MemoryTransport):
         super().send(messages)
 
 
-UNENCODABLE: list[Any] = [{"t": "caf\udce9"}, ["\ud83d"], {"o": object()}, {"n": 2**70}]
+UNENCODABLE: list[Any] = [{"o": object()}, {"n": 2**70}]
+ODD_BUT_SENT: list[Any] = [{"i": 0}, {"t": "caf\udce9"}, ["\ud83d"]]
+"""Lone surrogates are sent, with U+FFFD in their place (core/_json.py)."""
 
 operations = st.lists(
     st.tuples(st.sampled_from(["request", "request_nowait", "notify"]), st.booleans()),
@@ -72,7 +74,10 @@ async def scenario(
     server.attach(MemoryTransport(loop, client))
     futures: list[asyncio.Future[Any]] = []
     for i, (op, encodable) in enumerate(ops):
-        params: Any = {"i": i} if encodable else UNENCODABLE[(pick + i) % len(UNENCODABLE)]
+        if encodable:
+            params: Any = ODD_BUT_SENT[(pick + i) % len(ODD_BUT_SENT)]
+        else:
+            params = UNENCODABLE[(pick + i) % len(UNENCODABLE)]
         before = client.in_flight
         try:
             if op == "request":

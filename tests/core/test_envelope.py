@@ -334,14 +334,29 @@ def test_lone_surrogate_escapes_are_valid_json_on_every_kind_of_message() -> Non
     assert conn.data_to_send() == b""
 
 
-def test_sending_a_string_that_is_not_unicode_fails_at_once_and_records_nothing() -> None:
+def test_a_string_that_is_not_unicode_is_sent_with_u_fffd() -> None:
+    """Our own messages never carry a lone surrogate (strict peers refuse the whole line): it is
+    replaced by U+FFFD, and the request goes out (core/_json.py)."""
     conn = Connection()
-    with pytest.raises(TypeError, match="surrogates"):
-        conn.send_request("x", {"t": "caf\udce9"})
+    assert conn.send_request("x", {"t": "caf\udce9"}) == 1
+    conn.send_notification("n", ["\ud83d"])
+    assert (
+        conn.data_to_send()
+        == (
+            '{"jsonrpc":"2.0","id":1,"method":"x","params":{"t":"caf\ufffd"}}\n'
+            '{"jsonrpc":"2.0","method":"n","params":["\ufffd"]}\n'
+        ).encode()
+    )
+
+
+def test_sending_a_value_that_is_not_json_fails_at_once_and_records_nothing() -> None:
+    conn = Connection()
+    with pytest.raises(TypeError):
+        conn.send_request("x", {"t": object()})
     assert len(conn.outgoing) == 0
     assert conn.send_request("x") == 1  # the id was not consumed
     with pytest.raises(TypeError):
-        conn.send_notification("n", ["\ud83d"])
+        conn.send_notification("n", [object()])
 
 
 @pytest.mark.parametrize("wrong", [b"1.0", b'"1"', b'" 1"'])
@@ -402,8 +417,8 @@ def test_a_peer_id_with_lone_surrogates_is_echoed_as_it_came() -> None:
     conn.send_result("a\udce9", {"ok": True})
     assert conn.data_to_send() == b'{"jsonrpc":"2.0","id":"a\\udce9","result":{"ok":true}}\n'
     conn.receive_data(b'{"jsonrpc":"2.0","id":"b\\udce9","method":"m"}\n')
-    with pytest.raises(TypeError):  # our own content stays strict
-        conn.send_result("b\udce9", {"t": "\udce9"})
+    conn.send_result("b\udce9", {"t": "\udce9"})  # our own content: U+FFFD, never a lone surrogate
+    assert conn.data_to_send() == '{"jsonrpc":"2.0","id":"b\\udce9","result":{"t":"\ufffd"}}\n'.encode()
 
 
 def test_a_peer_id_beyond_64_bits_is_echoed_as_it_came() -> None:
@@ -430,10 +445,25 @@ def test_a_reply_to_garbage_whose_detail_quotes_non_unicode_text_is_still_sent()
     assert (reply["id"], reply["error"]["code"]) == (None, -32600)
 
 
-def test_an_error_that_cannot_be_encoded_is_still_sent_without_its_data() -> None:
+def test_an_error_quoting_a_lone_surrogate_is_sent_with_u_fffd() -> None:
+    """Our own text never carries a lone surrogate (core/_json.py): the method name the error
+    quotes comes back with U+FFFD in its place, in the message and the data alike."""
     conn = Connection()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d"}\n')
     conn.send_error(1, -32601, "Method not found: \ud83d", {"method": "\ud83d"})
     (reply,) = replies(conn)
-    assert reply["error"] == {"code": -32601, "message": "Method not found: \\ud83d"}
+    assert reply["error"] == {
+        "code": -32601,
+        "message": "Method not found: \ufffd",
+        "data": {"method": "\ufffd"},
+    }
+    assert len(conn.incoming) == 0
+
+
+def test_an_error_whose_data_is_not_json_is_still_sent_without_its_data() -> None:
+    conn = Connection()
+    conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"x"}\n')
+    conn.send_error(1, -32603, "Internal error", {"what": object()})
+    (reply,) = replies(conn)
+    assert reply["error"] == {"code": -32603, "message": "Internal error"}
     assert len(conn.incoming) == 0

@@ -11,6 +11,7 @@ import pytest
 from acp_driver.core import (
     AGENT_TURN_TRANSITIONS,
     TRANSITIONS,
+    Action,
     AgentTurnEvent,
     AgentTurnMachine,
     AgentTurnState,
@@ -38,7 +39,7 @@ def machine() -> TurnMachine:
 def test_a_turn_that_ends_on_its_own_needs_no_action() -> None:
     m = machine()
     step = m.observe(Observation(Seen.ANSWERED, stop_reason="end_turn"), T0)
-    assert step == Step((), None, Resolution.COMPLETED)
+    assert step == Step((), (), None, Resolution.COMPLETED)
     assert m.state is TurnState.RESOLVED
     assert m.ladder is None
     assert not m.cancel_requested
@@ -46,7 +47,7 @@ def test_a_turn_that_ends_on_its_own_needs_no_action() -> None:
 
 def test_cancel_starts_with_session_cancel_and_asks_for_the_next_deadline() -> None:
     m = machine()
-    assert m.observe(CANCEL, T0) == Step((Rung.SESSION_CANCEL,), T0 + 2.0)
+    assert m.observe(CANCEL, T0) == Step((Rung.SESSION_CANCEL,), (Action.SESSION_CANCEL,), T0 + 2.0)
     assert m.state is TurnState.CANCELLING
     assert m.cancel_requested_at == T0
     assert m.observe(CANCEL, T0 + 0.5) == Step()  # a second cancel changes nothing
@@ -55,11 +56,13 @@ def test_cancel_starts_with_session_cancel_and_asks_for_the_next_deadline() -> N
 def test_the_whole_ladder_tick_by_tick() -> None:
     m = machine()
     m.observe(CANCEL, T0)
-    assert m.observe(TICK, T0 + 1.0) == Step((), T0 + 2.0)  # early tick: nothing due yet
-    assert m.observe(TICK, T0 + 2.0) == Step((Rung.CANCEL_REQUEST,), T0 + 3.0)
-    assert m.observe(TICK, T0 + 3.0) == Step((Rung.TERMINATE,), T0 + 4.0)
+    assert m.observe(TICK, T0 + 1.0) == Step((), (), T0 + 2.0)  # early tick: nothing due yet
+    assert m.observe(TICK, T0 + 2.0) == Step((Rung.CANCEL_REQUEST,), (Action.CANCEL_REQUEST,), T0 + 3.0)
+    assert m.observe(TICK, T0 + 3.0) == Step((Rung.TERMINATE,), (Action.TERMINATE,), T0 + 4.0)
     assert m.signalled
-    assert m.observe(TICK, T0 + 4.0) == Step((Rung.KILL,), T0 + 4.0 + 5.0)  # then wait for the exit
+    assert m.observe(TICK, T0 + 4.0) == Step(
+        (Rung.KILL,), (Action.KILL,), T0 + 4.0 + 5.0
+    )  # then wait for the exit
     step = m.observe(Observation(Seen.GONE), T0 + 4.1)
     assert step.resolution is Resolution.KILLED
     assert m.ladder is not None
@@ -71,7 +74,8 @@ def test_a_late_tick_takes_every_overdue_step_at_once() -> None:
     m = machine()
     m.observe(CANCEL, T0)
     step = m.observe(TICK, T0 + 3.5)
-    assert step.actions == (Rung.CANCEL_REQUEST, Rung.TERMINATE)
+    assert step.rungs == (Rung.CANCEL_REQUEST, Rung.TERMINATE)
+    assert step.actions == (Action.CANCEL_REQUEST, Action.TERMINATE)
     assert step.deadline == T0 + 4.0
 
 
@@ -79,20 +83,20 @@ def test_no_exit_after_sigkill_resolves_killed_at_the_exit_wait() -> None:
     m = machine()
     m.observe(CANCEL, T0)
     m.observe(TICK, T0 + 4.0)
-    assert m.observe(TICK, T0 + 8.9) == Step((), T0 + 9.0)
-    assert m.observe(TICK, T0 + 9.0) == Step((), None, Resolution.KILLED)
+    assert m.observe(TICK, T0 + 8.9) == Step((), (), T0 + 9.0)
+    assert m.observe(TICK, T0 + 9.0) == Step((), (), None, Resolution.KILLED)
     assert m.state is TurnState.RESOLVED
 
 
 def test_kill_now_from_running_and_from_mid_ladder() -> None:
     m = machine()
-    assert m.observe(KILL_NOW, T0) == Step((Rung.KILL,), T0 + 5.0)
+    assert m.observe(KILL_NOW, T0) == Step((Rung.KILL,), (Action.KILL,), T0 + 5.0)
     assert m.cancel_requested
     m = machine()
     m.observe(CANCEL, T0)
-    assert m.observe(KILL_NOW, T0 + 1.0) == Step((Rung.KILL,), T0 + 6.0)
-    assert m.observe(KILL_NOW, T0 + 1.5) == Step((), T0 + 6.0)  # already sent: nothing more
-    assert m.observe(TICK, T0 + 2.0) == Step((), T0 + 6.0)  # the skipped steps never come
+    assert m.observe(KILL_NOW, T0 + 1.0) == Step((Rung.KILL,), (Action.KILL,), T0 + 6.0)
+    assert m.observe(KILL_NOW, T0 + 1.5) == Step((), (), T0 + 6.0)  # already sent: nothing more
+    assert m.observe(TICK, T0 + 2.0) == Step((), (), T0 + 6.0)  # the skipped steps never come
 
 
 @pytest.mark.parametrize(

@@ -92,10 +92,9 @@ async def test_a_prompt_that_cannot_be_encoded_fails_its_turn_at_once(tmp_path: 
     # It used to hang: the encoding error was raised where nobody waited for it.
     async with asyncio.timeout(60), running(script("fuzz_agent")) as agent:
         session = await agent.new_session(tmp_path)
-        result = await session.prompt("caf\udce9")
+        result = await session.prompt([{"type": "text", "text": object()}])
         assert result.resolution is Resolution.ERROR
         assert result.error is not None
         assert "cannot be sent" in result.error.message
-        assert "surrogates" in result.error.message
         assert agent.connection.in_flight == (0, 0)
         assert (await session.prompt(b"".hex())).stop_reason == "end_turn"  # nothing was broken

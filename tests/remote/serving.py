@@ -22,8 +22,8 @@ import orjson
 import pytest
 import websockets
 
+from acp_driver.net import SseDecoder
 from acp_driver.remote import RemoteServer, serve_agent, serve_command
-from acp_driver.remote._protocol import SseDecoder
 
 TIMEOUT = 30.0
 AGENTS = Path(__file__).with_name("agents")

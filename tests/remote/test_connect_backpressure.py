@@ -12,7 +12,7 @@ import orjson
 from websockets.asyncio.server import ServerConnection, serve
 
 from acp_driver.aio import Connection
-from acp_driver.remote._connect import open_transport
+from acp_driver.net import open_transport
 
 from ..waiting import eventually
 

@@ -98,7 +98,7 @@ async def test_a_refused_post_fails_its_request_once(sdk_server: Any, tmp_path: 
         assert result.error is not None
         assert "HTTP 403" in result.error.message
         # A refused notification is reported, not raised.
-        transport: Any = agent.transport  # type: ignore[attr-defined]
+        transport: Any = agent.peer.transport  # type: ignore[attr-defined]
         agent.connection.notify_nowait("_sdk/note", {})
         await eventually(lambda: transport.failures, "the refused notification to be reported")
         assert "POST _sdk/note" in transport.failures[0]

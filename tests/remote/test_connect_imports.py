@@ -29,7 +29,7 @@ def test_connect_imports_it_when_called() -> None:
         "    except AgentStartError as exc:\n"
         "        print(exc)\n"
         "asyncio.run(main())\n"
-        "print('websockets' in sys.modules, 'acp_driver.remote._connect' in sys.modules)\n"
+        "print('websockets' in sys.modules, 'acp_driver.net._open' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True

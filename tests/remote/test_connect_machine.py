@@ -14,10 +14,10 @@ POLICY = LadderPolicy(budget=4.0)  # cancel_request at +2, close at +3, abort at
 
 def test_the_ladder_is_the_same_and_the_close_rung_resolves_disconnected() -> None:
     m = TurnMachine(POLICY, exit_wait=5.0, remote=True)
-    assert m.observe(Observation(Seen.CANCEL), T0).actions == (Rung.SESSION_CANCEL,)
-    assert m.observe(Observation(Seen.TICK), T0 + 2).actions == (Rung.CANCEL_REQUEST,)
+    assert m.observe(Observation(Seen.CANCEL), T0).rungs == (Rung.SESSION_CANCEL,)
+    assert m.observe(Observation(Seen.TICK), T0 + 2).rungs == (Rung.CANCEL_REQUEST,)
     step = m.observe(Observation(Seen.TICK), T0 + 3)
-    assert step.actions == (Rung.TERMINATE,)  # carried out as "close the connection"
+    assert step.rungs == (Rung.TERMINATE,)  # carried out as "close the connection"
     assert step.deadline == T0 + 4
     step = m.observe(Observation(Seen.GONE, signalled=True), T0 + 3.01)
     assert step.resolution is Resolution.DISCONNECTED
@@ -37,7 +37,7 @@ def test_a_dropped_connection_is_disconnected_not_an_exit() -> None:
 def test_after_the_abort_the_backstop_tick_resolves_disconnected() -> None:
     m = TurnMachine(POLICY, exit_wait=1.0, remote=True)
     step = m.observe(Observation(Seen.KILL_NOW), T0)
-    assert step.actions == (Rung.KILL,)  # carried out as "abort the connection"
+    assert step.rungs == (Rung.KILL,)  # carried out as "abort the connection"
     assert step.deadline == T0 + 1.0
     assert m.observe(Observation(Seen.TICK), T0 + 1.0).resolution is Resolution.DISCONNECTED
 

@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import protocol as p
-from ..aio import Connection, current_request
-from ..core import ErrorCode, RpcError
+from ..aio import Clock, Connection, LoopClock, current_request, wait_on
+from ..core import V1, ErrorCode, ProtocolProfile, RpcError, negotiate
 from ._params import check_params, params_problem
 from ._turn import Session, Turn
 
@@ -125,9 +125,12 @@ class AgentRuntime:
         cancel_timeout: float = 2.0,
         request_cancel_grace: float = 0.5,
         faults: Faults | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.agent = agent
         self.connection = connection
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        """What ``cancel_timeout`` is measured on (a fake clock in tests)."""
         self.cancel_timeout = cancel_timeout
         """How long a cancelled turn may take to unwind before it is answered ``cancelled`` anyway."""
         self.request_cancel_grace = request_cancel_grace
@@ -137,6 +140,8 @@ class AgentRuntime:
         self.client_capabilities: dict[str, Any] = {}
         self.client_info: dict[str, Any] | None = None
         self.protocol_version: int | None = None
+        self.profile: ProtocolProfile = V1
+        """The protocol version spoken on this connection, fixed by ``initialize``."""
         self._register()
 
     # ------------------------------------------------------------------ registry
@@ -199,8 +204,9 @@ class AgentRuntime:
         version = params.get("protocolVersion")
         if type(version) is not int:
             raise RpcError.invalid_params('"protocolVersion" must be an integer')
-        # Version negotiation: answer the client's version if we support it, else our latest.
-        self.protocol_version = p.PROTOCOL_VERSION if version >= p.PROTOCOL_VERSION else version
+        # Version negotiation: the client's version if we speak it, else our latest.
+        self.profile = negotiate(version)
+        self.protocol_version = self.profile.version
         caps = params.get("clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
         info = params.get("clientInfo")
@@ -334,7 +340,7 @@ class AgentRuntime:
             turn._end()
 
     async def _run_turn(self, turn: Turn) -> Any:
-        return _stop_reason(await self.agent.prompt(turn))
+        return _stop_reason(await self.agent.prompt(turn), self.profile)
 
     async def _unwind(self, turn: Turn) -> None:
         """Give a cancelled turn's task ``cancel_timeout`` to end; what it ends with does not
@@ -342,8 +348,7 @@ class AgentRuntime:
         task = turn.task
         assert task is not None
         timeout = self.cancel_timeout if self.connection.is_open else min(self.cancel_timeout, 0.3)
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        if not done:
+        if not await wait_on(self.clock, (task,), timeout):
             logger.warning(
                 "turn of session %s ignored cancellation for %.1fs; answering cancelled and fencing it",
                 turn.session.id,
@@ -395,7 +400,7 @@ class AgentRuntime:
     async def _cancel_and_wait(self, turn: Turn, reason: str) -> None:
         turn.cancel(reason)
         if turn.task is not None:
-            await asyncio.wait({turn.task}, timeout=self.cancel_timeout)
+            await wait_on(self.clock, (turn.task,), self.cancel_timeout)
 
 
 def _session_id(params: dict[str, Any]) -> str:
@@ -405,14 +410,14 @@ def _session_id(params: dict[str, Any]) -> str:
     return sid
 
 
-def _stop_reason(outcome: Any) -> dict[str, Any]:
+def _stop_reason(outcome: Any, profile: ProtocolProfile) -> dict[str, Any]:
     if outcome is None:
         return {"stopReason": "end_turn"}
     if isinstance(outcome, str):
-        if outcome not in p.STOP_REASONS:
+        if outcome not in profile.stop_reasons:
             raise RpcError.internal_error(f"agent returned an unknown stop reason {outcome!r}")
         return {"stopReason": outcome}
-    if isinstance(outcome, dict) and outcome.get("stopReason") in p.STOP_REASONS:
+    if isinstance(outcome, dict) and outcome.get("stopReason") in profile.stop_reasons:
         return outcome
     raise RpcError.internal_error(f"agent returned an invalid prompt result {outcome!r}")
 

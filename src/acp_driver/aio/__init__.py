@@ -15,8 +15,10 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Clock",
             "LoopClock",
             "Timer",
+            "wait_on",
         ),
         "._connection": ("Connection",),
+        "._ladder_runner": ("LadderRunner", "PeerControl"),
         "._context": (
             "RequestContext",
             "current_request",
@@ -52,9 +54,12 @@ if TYPE_CHECKING:
     from ._clock import Clock as Clock
     from ._clock import LoopClock as LoopClock
     from ._clock import Timer as Timer
+    from ._clock import wait_on as wait_on
     from ._connection import Connection as Connection
     from ._context import RequestContext as RequestContext
     from ._context import current_request as current_request
+    from ._ladder_runner import LadderRunner as LadderRunner
+    from ._ladder_runner import PeerControl as PeerControl
     from ._ndjson import NdjsonTransport as NdjsonTransport
     from ._ndjson import open_pipes as open_pipes
     from ._ndjson import open_stdio as open_stdio

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core import Rung
-from ..driver import PromptTurn, RemoteAgent
+from ..driver import AgentHandle, PromptTurn
 from ._codes import EXIT_ERROR
 from ._render import Output
 
@@ -54,7 +54,7 @@ class Controller:
         """``starting``, ``turn``, ``idle`` (the chat prompt) or ``closing``."""
         self.turn: PromptTurn | None = None
         self.reason: str | None = None
-        self.agent: RemoteAgent | None = None
+        self.agent: AgentHandle | None = None
         """Set as soon as the agent process exists (before ``initialize`` is answered)."""
         self.startup: asyncio.Task[Any] | None = None
         self.signum: int | None = None
@@ -71,7 +71,7 @@ class Controller:
         self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
         """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
 
-    def took(self, agent: RemoteAgent) -> None:
+    def took(self, agent: AgentHandle) -> None:
         """``launch(on_spawn=...)``: the agent process exists; signals now reach it."""
         self.agent = agent
 

@@ -106,7 +106,7 @@ class Probe:
         if self.terminal:
             self._serve_terminals(conn)
         if self.url is not None:
-            from ..remote._connect import open_transport
+            from ..net import open_transport
 
             self.transport = await open_transport(
                 self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context

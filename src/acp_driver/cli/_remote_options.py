@@ -14,12 +14,11 @@ import importlib
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..net import is_url
 from ._options import as_text
 
 if TYPE_CHECKING:
     import ssl
-
-SCHEMES = ("ws://", "wss://", "http://", "https://")
 
 INSTALL_REMOTE = "pip install 'acp-driver[remote]'"
 
@@ -53,7 +52,7 @@ def agent_url(command: str | None) -> str | None:
     if command is None:
         return None
     text = command.strip()
-    if text.lower().startswith(SCHEMES) and not any(c.isspace() for c in text):
+    if is_url(text) and not any(c.isspace() for c in text):
         return text
     return None
 

@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, RpcError
-from ..driver import AgentExitedError, AgentStartError, ClientServices, RemoteAgent, RemoteSession, connect
+from ..driver import AgentExitedError, AgentHandle, AgentStartError, ClientServices, SessionHandle, connect
 from . import _codes as codes
 from ._controller import Controller, signal_name
 from ._render import Output
@@ -37,7 +37,7 @@ def _auth_vars(method: dict[str, Any]) -> list[str]:
     return [str(v["name"]) for v in found if isinstance(v, dict) and isinstance(v.get("name"), str)]
 
 
-def _auth_offer(agent: RemoteAgent) -> str:
+def _auth_offer(agent: AgentHandle) -> str:
     methods = [m for m in agent.auth_methods if isinstance(m.get("id"), str)]
     if not methods:
         return "the agent advertises no authentication method (log in with the agent's own tool)"
@@ -54,7 +54,7 @@ def _auth_offer(agent: RemoteAgent) -> str:
     return "methods offered: " + "; ".join(listed)
 
 
-async def _authenticate(agent: RemoteAgent, method_id: str, output: Output) -> None:
+async def _authenticate(agent: AgentHandle, method_id: str, output: Output) -> None:
     method = next((m for m in agent.auth_methods if m.get("id") == method_id), None)
     if method is None:
         output.error(f"--auth {method_id}: the agent does not offer this method; {_auth_offer(agent)}")
@@ -87,7 +87,7 @@ async def start_session(
     output: Output,
     services: ClientServices,
     controller: Controller,
-) -> RemoteSession:
+) -> SessionHandle:
     """Spawn (or connect to) and initialize the agent, authenticate, open a session, set its
     mode (``--mode``); ``controller.agent`` is set as soon as the agent exists."""
     budget = DEFAULT_BUDGET if opts.cancel_grace is None else opts.cancel_grace
@@ -103,7 +103,7 @@ async def start_session(
                 on_connect=controller.took,
             )
         else:
-            agent = await RemoteAgent.launch(
+            agent = await AgentHandle.launch(
                 argv,
                 cwd=cwd,
                 services=services,
@@ -144,18 +144,18 @@ def _failed_code(exc: Exception) -> int:
     return codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
 
 
-def _modes_offer(session: RemoteSession) -> str:
+def _modes_offer(session: SessionHandle) -> str:
     """The modes the agent offered in ``session/new`` (``modes.availableModes``), if any."""
     modes = session.modes.get("availableModes") if session.modes is not None else None
     ids = [str(m["id"]) for m in modes or [] if isinstance(m, dict) and "id" in m]
     return f"; the agent offers: {', '.join(ids)}" if ids else "; the agent offered no modes"
 
 
-async def abortable_start(controller: Controller, starting: Awaitable[RemoteSession]) -> RemoteSession | int:
+async def abortable_start(controller: Controller, starting: Awaitable[SessionHandle]) -> SessionHandle | int:
     """Run the start as its own task (so a signal can abort it); a session or an exit code."""
-    startup: asyncio.Task[RemoteSession] = asyncio.ensure_future(starting)
+    startup: asyncio.Task[SessionHandle] = asyncio.ensure_future(starting)
     controller.startup = startup
-    session: RemoteSession | None = None
+    session: SessionHandle | None = None
     try:
         session = await startup
     except StartFailed as failed:

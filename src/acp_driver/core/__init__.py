@@ -56,27 +56,26 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "OversizedLine",
         ),
         "._json": ("encode_json", "encode_relayed", "parse_json", "printable", "scrub"),
+        "._connection_end": ("ConnectionEndMachine",),
+        "._host_turn": ("TRANSITIONS", "TurnMachine", "TurnState"),
         "._ladder": (
             "DEFAULT_BUDGET",
             "CancelLadder",
+            "CancelMachine",
             "LadderPolicy",
+            "Observation",
             "Resolution",
-            "Rung",
+            "Seen",
+            "Step",
         ),
+        "._rungs": ("Action", "Rung"),
+        "._profile": ("LATEST", "PROFILES", "V1", "ProtocolProfile", "TurnEnd", "negotiate", "profile_for"),
         "._ledger": (
             "DEFAULT_TOMBSTONES",
             "InFlight",
             "Ledger",
             "Outcome",
             "Tombstone",
-        ),
-        "._turn": (
-            "TRANSITIONS",
-            "Observation",
-            "Seen",
-            "Step",
-            "TurnMachine",
-            "TurnState",
         ),
     },
 )
@@ -91,6 +90,7 @@ if TYPE_CHECKING:
     from ._connection import Received as Received
     from ._connection import Tracer as Tracer
     from ._connection import is_request_id as is_request_id
+    from ._connection_end import ConnectionEndMachine as ConnectionEndMachine
     from ._errors import AcpError as AcpError
     from ._errors import ConnectionClosedError as ConnectionClosedError
     from ._errors import ErrorCode as ErrorCode
@@ -116,6 +116,9 @@ if TYPE_CHECKING:
     from ._framing import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
     from ._framing import LineFramer as LineFramer
     from ._framing import OversizedLine as OversizedLine
+    from ._host_turn import TRANSITIONS as TRANSITIONS
+    from ._host_turn import TurnMachine as TurnMachine
+    from ._host_turn import TurnState as TurnState
     from ._json import encode_json as encode_json
     from ._json import encode_relayed as encode_relayed
     from ._json import parse_json as parse_json
@@ -123,17 +126,23 @@ if TYPE_CHECKING:
     from ._json import scrub as scrub
     from ._ladder import DEFAULT_BUDGET as DEFAULT_BUDGET
     from ._ladder import CancelLadder as CancelLadder
+    from ._ladder import CancelMachine as CancelMachine
     from ._ladder import LadderPolicy as LadderPolicy
+    from ._ladder import Observation as Observation
     from ._ladder import Resolution as Resolution
-    from ._ladder import Rung as Rung
+    from ._ladder import Seen as Seen
+    from ._ladder import Step as Step
     from ._ledger import DEFAULT_TOMBSTONES as DEFAULT_TOMBSTONES
     from ._ledger import InFlight as InFlight
     from ._ledger import Ledger as Ledger
     from ._ledger import Outcome as Outcome
     from ._ledger import Tombstone as Tombstone
-    from ._turn import TRANSITIONS as TRANSITIONS
-    from ._turn import Observation as Observation
-    from ._turn import Seen as Seen
-    from ._turn import Step as Step
-    from ._turn import TurnMachine as TurnMachine
-    from ._turn import TurnState as TurnState
+    from ._profile import LATEST as LATEST
+    from ._profile import PROFILES as PROFILES
+    from ._profile import V1 as V1
+    from ._profile import ProtocolProfile as ProtocolProfile
+    from ._profile import TurnEnd as TurnEnd
+    from ._profile import negotiate as negotiate
+    from ._profile import profile_for as profile_for
+    from ._rungs import Action as Action
+    from ._rungs import Rung as Rung

@@ -20,24 +20,15 @@ Pure: no clock, no I/O. The caller passes ``now`` (any monotonic seconds), execu
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
+
+from ._rungs import Action, Rung
 
 DEFAULT_BUDGET = 6.0
 """Seconds from the cancel to SIGKILL, by default."""
-
-
-class Rung(Enum):
-    """A step of the ladder."""
-
-    SESSION_CANCEL = "session_cancel"
-    """``session/cancel`` sent; pending permission requests answered ``cancelled``."""
-    CANCEL_REQUEST = "cancel_request"
-    """``$/cancel_request`` sent for the ``session/prompt`` request."""
-    TERMINATE = "terminate"
-    """SIGTERM sent to the agent's process group."""
-    KILL = "kill"
-    """SIGKILL sent to the agent's process group."""
 
 
 class Resolution(Enum):
@@ -146,3 +137,64 @@ class CancelLadder:
     def __repr__(self) -> str:
         steps = ", ".join(r.value for _, r in self.taken)
         return f"CancelLadder(taken=[{steps}], resolution={self.resolution})"
+
+
+# ---------------------------------------------------------------------- the machines' vocabulary
+# What a cancel machine (the host turn's ``TurnMachine``, a served connection's
+# ``ConnectionEndMachine``) is told and what it answers; ``aio.LadderRunner`` feeds the one and
+# carries out the other.
+
+
+class Seen(enum.Enum):
+    """What the ladder's owner observed."""
+
+    CANCEL = "cancel"
+    """The host asked to cancel the turn (idempotent)."""
+    KILL_NOW = "kill_now"
+    """The host asked to skip to SIGKILL (e.g. a second Ctrl-C)."""
+    TICK = "tick"
+    """Time passed: the deadline the machine asked for has come."""
+    ANSWERED = "answered"
+    """The agent answered the prompt with a stop reason."""
+    FAILED = "failed"
+    """The agent answered the prompt with an error (``-32800`` counts as ``cancelled``)."""
+    GONE = "gone"
+    """The connection ended before the answer (the agent exited or was killed)."""
+    ABANDONED = "abandoned"
+    """The host stopped waiting for the answer (the task awaiting the prompt was cancelled)."""
+    NOTHING_IN_FLIGHT = "nothing_in_flight"
+    """A connection's end: no prompt is unanswered any more (the agent's input can close)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    seen: Seen
+    stop_reason: str | None = None
+    """For ``ANSWERED`` (and ``FAILED`` with ``-32800``: ``cancelled``)."""
+    signalled: bool = False
+    """For ``GONE``: the host signalled the agent's process group outside this turn's ladder."""
+    in_flight: bool = True
+    """For a connection's end (``CANCEL``): whether any prompt is still unanswered."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What to do after an observation."""
+
+    rungs: tuple[Rung, ...] = ()
+    """Ladder steps taken now, in order (what a progress display shows)."""
+    actions: tuple[Action, ...] = ()
+    """What to do to the agent for them, in order (the runner carries these out)."""
+    deadline: float | None = None
+    """When to report the next ``TICK`` (None: nothing to wait for)."""
+    resolution: Resolution | None = None
+    """Set on the step that resolves the turn (reported once)."""
+
+
+class CancelMachine(Protocol):
+    """A pure machine that decides a cancel: observations in, steps out."""
+
+    @property
+    def ladder(self) -> CancelLadder | None: ...
+
+    def observe(self, observation: Observation, now: float) -> Step: ...

@@ -1,7 +1,15 @@
-"""The host driver: launch any ACP agent, run turns, cancel with a scope; the ladder always resolves."""
+"""The host driver: launch any ACP agent (or connect to one), run turns, cancel with a scope;
+the ladder always resolves.
+
+``RemoteAgent`` and ``RemoteSession`` are the former names of ``AgentHandle`` and
+``SessionHandle`` (kept as aliases: they named local processes, while "remote" means a network).
+"""
 
 from ..core import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
+from ._agent import AgentHandle, launch
 from ._errors import AgentDisconnectedError, AgentExitedError, AgentStartError
+from ._network_peer import NetworkPeer, connect
+from ._peer import HostControl, Peer
 from ._permissions import (
     PermissionPolicy,
     PermissionRequest,
@@ -9,11 +17,11 @@ from ._permissions import (
     by_tool_kind,
     deny_all,
 )
-from ._remote_agent import RemoteAgent, connect, launch
+from ._process_peer import ProcessPeer
+from ._prompt_turn import PromptTurn
 from ._results import CancelOutcome, ToolCallState, TurnResult
 from ._services import ClientServices, FileSystemService, TerminalService
-from ._session import RemoteSession, Scope
-from ._turn import PromptTurn
+from ._session import Scope, SessionHandle
 from ._updates import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -31,10 +39,14 @@ from ._updates import (
     make_update,
 )
 
+RemoteAgent = AgentHandle
+RemoteSession = SessionHandle
+
 __all__ = [
     "DEFAULT_BUDGET",
     "AgentDisconnectedError",
     "AgentExitedError",
+    "AgentHandle",
     "AgentMessageChunk",
     "AgentStartError",
     "AgentThoughtChunk",
@@ -45,16 +57,19 @@ __all__ = [
     "ConfigOptionUpdate",
     "CurrentModeUpdate",
     "FileSystemService",
+    "HostControl",
     "LadderPolicy",
+    "NetworkPeer",
+    "Peer",
     "PermissionPolicy",
     "PermissionRequest",
     "Plan",
+    "ProcessPeer",
     "PromptTurn",
-    "RemoteAgent",
-    "RemoteSession",
     "Resolution",
     "Rung",
     "Scope",
+    "SessionHandle",
     "SessionInfoUpdate",
     "TerminalService",
     "ToolCall",

@@ -23,12 +23,12 @@ from .. import protocol as p
 from ..aio import current_request
 from ..core import RequestCancelledError, RpcError, worth_logging
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
-from ._turn import PromptTurn
+from ._prompt_turn import PromptTurn
 from ._updates import UPDATE_TYPES, UnknownUpdate, Update, make_update
 
 if TYPE_CHECKING:
-    from ._remote_agent import RemoteAgent
-    from ._session import RemoteSession
+    from ._agent import AgentHandle
+    from ._session import SessionHandle
 
 logger = logging.getLogger("acp_driver.driver")
 
@@ -45,7 +45,7 @@ CLEANUP_METHODS = frozenset(
 class AgentRequests:
     """Registers the host's handlers for what the agent sends, on the agent's connection."""
 
-    def __init__(self, agent: RemoteAgent) -> None:
+    def __init__(self, agent: AgentHandle) -> None:
         self.agent = agent
         self.unknown_updates: dict[str, list[dict[str, Any]]] = {}
         self.malformed_updates = 0
@@ -75,7 +75,7 @@ class AgentRequests:
         """The params of consecutive ``session/update`` notifications (one read's run), in order:
         each becomes a typed view, delivered to its session (consecutive ones of a session at once)."""
         sessions = self.agent.sessions
-        target: RemoteSession | None = None
+        target: SessionHandle | None = None
         updates: list[Update] = []
         for params in run:
             if type(params) is dict:
@@ -115,14 +115,14 @@ class AgentRequests:
                 params,
             )
 
-    def replay_unknown(self, session: RemoteSession) -> None:
+    def replay_unknown(self, session: SessionHandle) -> None:
         """Deliver the updates that named ``session`` before we knew it."""
         for raw in self.unknown_updates.pop(session.id, []):
             session.deliver(make_update(session.id, raw))
 
     # ------------------------------------------------------------------ requests
 
-    def _session_and_turn(self, params: Any) -> tuple[RemoteSession, PromptTurn | None, dict[str, Any]]:
+    def _session_and_turn(self, params: Any) -> tuple[SessionHandle, PromptTurn | None, dict[str, Any]]:
         if not isinstance(params, dict):
             raise RpcError.invalid_params("params must be an object")
         sid = params.get("sessionId")

@@ -24,22 +24,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .. import protocol as p
 from ..core import AcpError, worth_logging
+from ._prompt_turn import PromptTurn
 from ._results import CancelOutcome
-from ._turn import PromptTurn
 from ._updates import AgentMessageChunk, Update
 
 if TYPE_CHECKING:
-    from ._remote_agent import RemoteAgent
+    from ._agent import AgentHandle
 
 logger = logging.getLogger("acp_driver.driver")
 
 Scope = Literal["request", "current_turn", "session", "agent"]
 
 
-class RemoteSession:
-    """A session on the agent."""
+class SessionHandle:
+    """The host's handle on one session of an agent."""
 
-    def __init__(self, agent: RemoteAgent, session_id: str, cwd: str, response: dict[str, Any]) -> None:
+    def __init__(self, agent: AgentHandle, session_id: str, cwd: str, response: dict[str, Any]) -> None:
         self.agent = agent
         self.id = session_id
         self.cwd = cwd
@@ -138,6 +138,7 @@ class RemoteSession:
 
     def deliver_all(self, updates: Sequence[Update]) -> None:
         """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
+        session_wide = self.agent.profile.session_updates
         for update in updates:
             for listener in self.listeners:
                 try:
@@ -148,7 +149,7 @@ class RemoteSession:
             if self.loading and turn is None:
                 self.session_updates.append(update)
                 continue
-            if not update.turn_scoped:
+            if update.kind in session_wide:
                 self.session_updates.append(update)
                 if update.kind == "session_info_update":
                     title = update.raw.get("title")
@@ -161,12 +162,11 @@ class RemoteSession:
                 continue
             last = self.last_turn
             late_of: PromptTurn | None = None
-            answer = turn.prompt_answer if turn is not None else None
-            if turn is None or answer is None:
+            if turn is None or turn.prompt_answer is None:
                 late_of = last  # no turn running, or its prompt could not be sent
-            elif answer.done():
-                # Its prompt was answered (earlier in this read): the turn is over. (The
-                # connection resolves request futures in message order, so this is exact.)
+            elif turn.over():
+                # The protocol ended the turn earlier in this read (v1: its prompt was answered;
+                # the connection resolves request futures in message order, so this is exact).
                 late_of = turn
             elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
                 late_of = last  # names a tool call of the finished turn
@@ -193,4 +193,4 @@ class RemoteSession:
                 )
 
     def __repr__(self) -> str:
-        return f"RemoteSession({self.id!r})"
+        return f"SessionHandle({self.id!r})"

@@ -30,10 +30,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..core import parse_json
-from ._asgi import ClientGone, Receive, Refused, Scope, Send, header_text, read_body, respond, respond_error
-from ._inflight import CONNECTION, INITIALIZE_REPLY
-from ._outlet import Outlet
-from ._protocol import (
+from ..net import (
     CONNECTION_ID_HEADER,
     CONTENT_TYPE_JSON,
     CONTENT_TYPE_SSE,
@@ -43,6 +40,9 @@ from ._protocol import (
     WS_POLICY,
     encode_sse,
 )
+from ._asgi import ClientGone, Receive, Refused, Scope, Send, header_text, read_body, respond, respond_error
+from ._inflight import CONNECTION, INITIALIZE_REPLY
+from ._outlet import Outlet
 from ._served import ServedConnection
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import protocol as p
-from ._protocol import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
+from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
 
 INITIALIZE_REPLY: Final = "initialize"
 """Route of the answer to ``initialize`` (the POST's body on Streamable HTTP)."""

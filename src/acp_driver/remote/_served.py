@@ -3,7 +3,9 @@
 Messages are forwarded untouched (each parsed once, with ``core.parse_json``, to keep ``_inflight`` up to
 date and to route it). The connection ends when the client goes (WebSocket close, HTTP DELETE,
 a dropped network, the idle timeout) or the server shuts down; then the server does what the
-client no longer can, through the cancel ladder (``core.LadderPolicy``, budget ``B``):
+client no longer can, through the cancel ladder (``core.ConnectionEndMachine``, budget ``B``,
+run by the one ``aio.LadderRunner`` on the server's clock, with this connection as the
+``PeerControl``):
 
     t = 0       the client's side is closed; the agent's pending ``session/request_permission``
                 requests are answered ``cancelled``, its other pending requests an error (and
@@ -15,7 +17,7 @@ client no longer can, through the cancel ladder (``core.LadderPolicy``, budget `
     t = B       SIGKILL to its process group
 
 Once no prompt is in flight the agent's input is closed at once (a stdio agent exits on EOF);
-the later rungs still bound how long it may take. The agent is reaped before ``end`` returns.
+the later rungs still bound how long it may take. The agent is reaped before ``end``'s task ends.
 """
 
 from __future__ import annotations
@@ -29,12 +31,17 @@ from typing import Any
 import orjson
 
 from .. import protocol as p
+from ..aio import Clock, LadderRunner, LoopClock
 from ..core import (
     CancelLadder,
+    ConnectionEndMachine,
     LadderPolicy,
+    Observation,
     OversizedLine,
+    RequestId,
     Resolution,
     Rung,
+    Seen,
     encode_relayed,
     parse_json,
     worth_logging,
@@ -58,7 +65,13 @@ class ServedConnection:
     """A client's connection and its agent (see the module docstring)."""
 
     def __init__(
-        self, connection_id: str, backend: Backend, policy: LadderPolicy, kind: str, max_backlog: int
+        self,
+        connection_id: str,
+        backend: Backend,
+        policy: LadderPolicy,
+        kind: str,
+        max_backlog: int,
+        clock: Clock | None = None,
     ) -> None:
         self.id = connection_id
         self.max_backlog = max_backlog
@@ -71,15 +84,17 @@ class ServedConnection:
         self.policy = policy
         self.inflight = InFlight()
         self.loop = asyncio.get_running_loop()
-        self.last_activity = self.loop.time()
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        """What the ladder and the idle rule measure time on (the server's)."""
+        self.last_activity = self.clock.now()
         self.on_message: OnMessage | None = None
         self.on_end: list[OnEnd] = []
         self.on_reaped: list[Callable[[], object]] = []
         """Called once the agent is reaped (the server forgets the connection then)."""
         self.end_reason: str | None = None
-        self.ladder: CancelLadder | None = None
+        self._machine = ConnectionEndMachine(policy, exit_wait=_REAP_TIMEOUT)
+        self._runner: LadderRunner | None = None
         self._end_task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
         self._reaped = asyncio.Event()
         self._malformed = 0
         self._pressing: set[object] = set()
@@ -93,13 +108,18 @@ class ServedConnection:
     def ending(self) -> bool:
         return self._end_task is not None
 
+    @property
+    def ladder(self) -> CancelLadder | None:
+        """The ladder run since the connection ended (None before)."""
+        return self._machine.ladder
+
     # ------------------------------------------------------------------ client -> agent
 
     def from_client(self, text: bytes, message: Any) -> None:
         """A message from the client: ``text`` is its JSON, ``message`` the parsed value."""
         if self.ending:
             return
-        self.last_activity = self.loop.time()
+        self.last_activity = self.clock.now()
         self.inflight.from_client(message)
         if b"\n" in text or b"\r" in text:
             # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
@@ -115,7 +135,7 @@ class ServedConnection:
         if self.kind == "websocket":
             # Over HTTP the idle rule is about the client: output of a connection with no stream
             # open reaches nobody, so an agent that keeps streaming must not keep it alive.
-            self.last_activity = self.loop.time()
+            self.last_activity = self.clock.now()
         if isinstance(item, OversizedLine):
             logger.warning(
                 "%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit
@@ -144,10 +164,12 @@ class ServedConnection:
 
     def _while_ending(self, message: Any) -> None:
         """A message from the agent after the client went: nobody reads it; requests in it are
-        answered for the client, and answers wake the ladder."""
+        answered for the client, and the ladder hears when no prompt is left in flight."""
         if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message:
             self._answer_for_client()
-        self._changed.set()
+        runner = self._runner
+        if runner is not None and not self.inflight.prompts():
+            runner.observe(_NOTHING_IN_FLIGHT)
 
     def _answer_for_client(self) -> None:
         reason = self.end_reason or "the client is gone"
@@ -159,7 +181,6 @@ class ServedConnection:
         self.backend.send(orjson.dumps(message))
 
     def _agent_gone(self) -> None:
-        self._changed.set()
         if not self.ending:
             task = self.loop.create_task(self._end_for_agent())
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
@@ -182,7 +203,7 @@ class ServedConnection:
                 return
             self._pressing.add(outlet)
             if self.paused_since is None and not self.ending:
-                self.paused_since = self.loop.time()
+                self.paused_since = self.clock.now()
                 self.backend.pause_output()
                 logger.debug(
                     "%s: the client reads slower than the agent writes: agent output paused", self.id
@@ -222,39 +243,36 @@ class ServedConnection:
 
     async def _run_ladder(self) -> None:
         backend = self.backend
-        loop = self.loop
-        ladder = self.ladder = CancelLadder(self.policy, loop.time())
-        input_closed = False
+        resolved: asyncio.Future[Resolution] = self.loop.create_future()
+
+        def on_resolved(resolution: Resolution, now: float) -> None:
+            if not resolved.done():
+                resolved.set_result(resolution)
+
+        runner = self._runner = LadderRunner(
+            self._machine,
+            self,
+            self.clock,
+            sessions=lambda: [r.session_id for r in self.inflight.prompts() if r.session_id is not None],
+            requests=lambda: [r.id for r in self.inflight.prompts()],
+            on_rung=self._on_rung,
+            on_resolved=on_resolved,
+            name=f"serve {self.id}",
+        )
+        exited = self.loop.create_task(backend.wait_exited())
+
+        def on_exit(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() is None:
+                runner.observe(_GONE)
+
+        exited.add_done_callback(on_exit)
+        started = self.clock.now()
         try:
-            while not backend.exited:
-                for rung in ladder.poll(loop.time()):
-                    self._take(rung)
-                    if rung in (Rung.TERMINATE, Rung.KILL):
-                        input_closed = True  # TERMINATE closed it
-                if not input_closed and not self.inflight.prompts():
-                    backend.close_input()
-                    input_closed = True
-                deadline = ladder.next_deadline()
-                if deadline is None:
-                    break
-                self._changed.clear()
-                exited = asyncio.ensure_future(backend.wait_exited())
-                changed = asyncio.ensure_future(self._changed.wait())
-                try:
-                    await asyncio.wait(
-                        {exited, changed},
-                        timeout=max(0.0, deadline - loop.time()),
-                        return_when=asyncio.FIRST_COMPLETED,
-                    )
-                finally:
-                    for fut in (exited, changed):
-                        fut.cancel()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_REAP_TIMEOUT):
-                    await backend.wait_exited()
-            resolution = Resolution.KILLED if ladder.resolved_by is Rung.KILL else Resolution.CANCELLED
-            ladder.resolve(loop.time(), resolution)
+            runner.observe(Observation(Seen.CANCEL, in_flight=bool(self.inflight.prompts())))
+            await resolved  # the agent exited, or SIGKILL was sent _REAP_TIMEOUT ago (release reaps)
         finally:
+            runner.stop()
+            exited.cancel()
             try:
                 await backend.release()
             except Exception:
@@ -265,31 +283,44 @@ class ServedConnection:
                     callback()
                 except Exception:
                     logger.exception("%s: on_reaped callback failed", self.id)
+            ladder = self._machine.ladder
+            last = ladder.resolved_by if ladder is not None else None
             logger.info(
                 "%s: agent reaped %.2f s after the end (%s; last rung: %s)",
                 self.id,
-                loop.time() - ladder.started_at,
+                self.clock.now() - started,
                 backend.describe(),
-                ladder.resolved_by.value if ladder.resolved_by else "none",
+                last.value if last else "none",
             )
 
-    def _take(self, rung: Rung) -> None:
-        backend = self.backend
+    def _on_rung(self, rung: Rung) -> None:
+        """This connection's own part of a rung: before ``session/cancel``, the agent's pending
+        requests are answered for the client that is gone."""
         if rung is Rung.SESSION_CANCEL:
             self._answer_for_client()
-            for sid in dict.fromkeys(r.session_id for r in self.inflight.prompts()):
-                if sid is not None:
-                    self._send_to_agent(
-                        {"jsonrpc": "2.0", "method": p.SESSION_CANCEL, "params": {"sessionId": sid}}
-                    )
-        elif rung is Rung.CANCEL_REQUEST:
-            for request in self.inflight.prompts():
-                self._send_to_agent(
-                    {"jsonrpc": "2.0", "method": p.CANCEL_REQUEST, "params": {"requestId": request.id}}
-                )
-        elif rung is Rung.TERMINATE:
-            backend.close_input()
-            backend.terminate()
-        elif rung is Rung.KILL:
-            backend.kill()
         logger.debug("%s: ladder step %s", self.id, rung.value)
+
+    # ------------------------------------------------------------------ PeerControl (the ladder's)
+
+    def cancel_session(self, session_id: str) -> None:
+        self._send_to_agent(
+            {"jsonrpc": "2.0", "method": p.SESSION_CANCEL, "params": {"sessionId": session_id}}
+        )
+
+    def cancel_request(self, request_id: RequestId) -> None:
+        self._send_to_agent(
+            {"jsonrpc": "2.0", "method": p.CANCEL_REQUEST, "params": {"requestId": request_id}}
+        )
+
+    def close_input(self) -> None:
+        self.backend.close_input()
+
+    def terminate(self) -> None:
+        self.backend.terminate()
+
+    def kill(self) -> None:
+        self.backend.kill()
+
+
+_GONE = Observation(Seen.GONE)
+_NOTHING_IN_FLIGHT = Observation(Seen.NOTHING_IN_FLIGHT)

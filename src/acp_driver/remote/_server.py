@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent import Agent
+from ..aio import Clock, LoopClock, Timer
 from ..core import LadderPolicy
+from ..net import ENDPOINT_PATH, WS_GOING_AWAY, WS_POLICY
 from ._asgi import Receive, Refused, Scope, Send, header, respond_error
 from ._backend import BackendFactory
 from ._defaults import (
@@ -43,7 +45,6 @@ from ._defaults import (
 from ._guard import HostPolicy, OriginPolicy, bearer_ok, is_loopback
 from ._http import HttpConnection, serve_http
 from ._inprocess import make_in_process
-from ._protocol import ENDPOINT_PATH, WS_GOING_AWAY, WS_POLICY
 from ._relay import SubprocessBackend
 from ._served import ServedConnection
 from ._websocket import deny_upgrade, serve_websocket
@@ -116,9 +117,11 @@ class ServerSettings:
 class RemoteServer:
     """A running server (``url``, ``port``; ``async with`` or ``aclose()``); see the module docstring."""
 
-    def __init__(self, factory: BackendFactory, settings: ServerSettings) -> None:
+    def __init__(self, factory: BackendFactory, settings: ServerSettings, clock: Clock | None = None) -> None:
         settings.check()
         self.settings = settings
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        """What every connection's ladder and the idle sweep measure time on (a fake one in tests)."""
         self.factory = factory
         self.policy = LadderPolicy(settings.cancel_budget)
         self.origins = OriginPolicy(settings.allow_origins)
@@ -132,7 +135,7 @@ class RemoteServer:
         self._closing = False
         self._shutdown = asyncio.Event()
         self._serve_task: asyncio.Task[None] | None = None
-        self._sweeper: asyncio.Task[None] | None = None
+        self._sweeper: Timer | None = None
         self._socket: socket.socket | None = None
         self.port = settings.port
         self.host = settings.host
@@ -186,7 +189,7 @@ class RemoteServer:
             serve(self, config, shutdown_trigger=self._shutdown.wait),  # type: ignore[arg-type]
             name="acp-serve",
         )
-        self._sweeper = loop.create_task(self._sweep_idle(), name="acp-serve-idle")
+        self._schedule_sweep()
         logger.info("listening on %s (instance %s)", self.url, self.settings.instance)
 
     async def aclose(self) -> None:
@@ -205,6 +208,7 @@ class RemoteServer:
                 await asyncio.sleep(0.01)  # an agent still starting: it is ended as soon as it is up
         if self._sweeper is not None:
             self._sweeper.cancel()
+            self._sweeper = None
         self._shutdown.set()
         if self._serve_task is not None:
             with _quiet_cancelled_streams():
@@ -242,7 +246,9 @@ class RemoteServer:
             raise Refused(500, f"the agent cannot start: {exc}") from None
         finally:
             self._starting -= 1
-        conn = ServedConnection(connection_id, backend, self.policy, kind, self.settings.max_buffered_bytes)
+        conn = ServedConnection(
+            connection_id, backend, self.policy, kind, self.settings.max_buffered_bytes, self.clock
+        )
         self.connections[connection_id] = conn
         conn.on_end.append(lambda _reason, _code: self.http_connections.pop(connection_id, None))
         conn.on_reaped.append(lambda: self.connections.pop(connection_id, None))
@@ -251,25 +257,31 @@ class RemoteServer:
             conn.end("the server is shutting down", WS_GOING_AWAY)
         return conn
 
-    async def _sweep_idle(self) -> None:
+    def _schedule_sweep(self) -> None:
+        interval = min(max(self.settings.idle_timeout / 4, 0.02), 1.0)
+        self._sweeper = self.clock.call_at(self.clock.now() + interval, self._sweep_idle)
+
+    def _sweep_idle(self) -> None:
+        """End the connections idle for ``idle_timeout`` (see the module docstring); then the
+        next sweep, a quarter of the timeout later (at most 1 s)."""
+        if self._closing:
+            return
         idle = self.settings.idle_timeout
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(min(max(idle / 4, 0.02), 1.0))
-            now = loop.time()
-            for conn in list(self.connections.values()):
-                if conn.ending:
-                    continue
-                if conn.paused_since is not None and now - conn.paused_since >= idle:
-                    conn.end(f"the client read none of the agent's output for {idle:g} s", WS_POLICY)
-                    continue
-                if now - conn.last_activity < idle or conn.inflight.initializing:
-                    continue
-                if conn.kind == "http" and conn.streams_open:
-                    continue
-                if conn.kind == "websocket" and conn.inflight.busy:
-                    continue
-                conn.end(f"idle for {idle:g} s", WS_POLICY)
+        now = self.clock.now()
+        for conn in list(self.connections.values()):
+            if conn.ending:
+                continue
+            if conn.paused_since is not None and now - conn.paused_since >= idle:
+                conn.end(f"the client read none of the agent's output for {idle:g} s", WS_POLICY)
+                continue
+            if now - conn.last_activity < idle or conn.inflight.initializing:
+                continue
+            if conn.kind == "http" and conn.streams_open:
+                continue
+            if conn.kind == "websocket" and conn.inflight.busy:
+                continue
+            conn.end(f"idle for {idle:g} s", WS_POLICY)
+        self._schedule_sweep()
 
     def affinity_cookie(self) -> tuple[bytes, bytes]:
         value = f"{AFFINITY_COOKIE}={self.settings.instance}; Path=/; HttpOnly; SameSite=Lax"
@@ -369,12 +381,14 @@ async def serve_command(
     port: int = DEFAULT_PORT,
     token: str | None = None,
     settings: ServerSettings | None = None,
+    clock: Clock | None = None,
     **options: Any,
 ) -> RemoteServer:
     """Serve a stdio agent: one ``argv`` process per connection (default: the bundled reference
     agent). ``options`` are the other ``ServerSettings`` fields (``allow_origins``,
-    ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``. Returns the started
-    server; ``ConfigError`` for settings that cannot work, ``OSError`` if it cannot listen."""
+    ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``; ``clock`` is what the
+    ladders and the idle sweep run on (the loop's by default). Returns the started server;
+    ``ConfigError`` for settings that cannot work, ``OSError`` if it cannot listen."""
     import sys
 
     command = list(argv) if argv else [sys.executable, "-m", "acp_driver", "agent"]
@@ -384,7 +398,7 @@ async def serve_command(
     async def spawn(name: str) -> SubprocessBackend:
         return await SubprocessBackend.spawn(command, name, max_message_bytes=limit)
 
-    server = RemoteServer(spawn, resolved)
+    server = RemoteServer(spawn, resolved, clock)
     await server.start()
     return server
 
@@ -397,6 +411,7 @@ async def serve_agent(
     token: str | None = None,
     settings: ServerSettings | None = None,
     cancel_timeout: float = 2.0,
+    clock: Clock | None = None,
     **options: Any,
 ) -> RemoteServer:
     """Serve ``factory()`` in-process: a fresh ``Agent`` (on its own ``AgentRuntime``) per
@@ -406,6 +421,6 @@ async def serve_agent(
     backend_factory = make_in_process(
         factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout
     )
-    server = RemoteServer(backend_factory, resolved)
+    server = RemoteServer(backend_factory, resolved, clock)
     await server.start()
     return server

@@ -17,9 +17,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..core import parse_json
+from ..net import CONNECTION_ID_HEADER, WS_POLICY, WS_TOO_BIG
 from ._asgi import Receive, Refused, Scope, Send, error_body, jsonrpc_error
 from ._outlet import Outlet
-from ._protocol import CONNECTION_ID_HEADER, WS_POLICY, WS_TOO_BIG
 
 if TYPE_CHECKING:
     from ._server import RemoteServer

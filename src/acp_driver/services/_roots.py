@@ -20,7 +20,7 @@ a "regular" file that holds the host's secrets; ``/dev/zero`` never ends)."""
 
 
 class SessionLike(Protocol):
-    """What the services need of a session (``acp_driver.driver.RemoteSession`` has it)."""
+    """What the services need of a session (``acp_driver.driver.SessionHandle`` has it)."""
 
     @property
     def id(self) -> str: ...

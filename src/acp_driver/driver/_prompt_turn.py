@@ -1,18 +1,21 @@
-"""A prompt turn on the host side: its updates, its result, and the execution of its cancel.
+"""A prompt turn on the host side: its updates, its result, and its cancel.
 
 Every decision about the turn's cancellation -- which ladder step is due, when the next one
-is, how the turn resolved -- is made by the pure ``core.TurnMachine``. A ``PromptTurn`` feeds it
-what it observes (the cancel, the kill, the prompt's answer or the agent's exit, and ticks of
-the injected clock at the deadlines the machine asks for) and carries out the steps it returns:
+is, how the turn resolved -- is made by the pure ``core.TurnMachine``, and carried out by the
+one ``aio.LadderRunner`` on the agent's clock against the agent's ``HostControl``. A
+``PromptTurn`` reports what it observes (the cancel, the kill, the prompt's answer or the
+agent's end) and does its own part of each rung (``_on_rung``):
 
 - ``session_cancel``: the host side first -- spec (prompt-turn.mdx): "The Client MUST respond
   to all pending ``session/request_permission`` requests with the ``cancelled`` outcome" --
-  then ``session/cancel`` to the agent; the turn's other agent requests are cancelled, its
+  then the runner sends ``session/cancel``; the turn's other agent requests are cancelled, its
   terminals killed, its unfinished tool calls marked cancelled (spec SHOULD);
 - ``cancel_request``: ``$/cancel_request`` for the ``session/prompt``;
 - ``terminate``/``kill``: SIGTERM/SIGKILL to the agent's process group; for a remote agent
   (``connect``) there is no process here: close the connection gracefully (WebSocket close,
   HTTP ``DELETE``), then abort it -- the server ends the agent's work.
+
+What ends the turn is the protocol profile's (v1: the prompt's answer and its stop reason).
 """
 
 from __future__ import annotations
@@ -25,29 +28,28 @@ from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
-from ..aio import Timer
+from ..aio import LadderRunner
 from ..core import (
-    AcpError,
     CancelLadder,
     ConnectionClosedError,
     ErrorCode,
     LocalProtocolError,
     Observation,
     RequestCancelledError,
+    RequestId,
     Resolution,
     RpcError,
     Rung,
     Seen,
     TurnMachine,
 )
-from ._errors import AgentExitedError
 from ._results import CancelOutcome, ToolCallState, TurnResult, outcome_from_ladder
 from ._updates import ToolCall as ToolCallView
 from ._updates import ToolCallUpdate as ToolCallUpdateView
 from ._updates import Update
 
 if TYPE_CHECKING:
-    from ._session import RemoteSession
+    from ._session import SessionHandle
 
 logger = logging.getLogger("acp_driver.driver")
 
@@ -55,7 +57,7 @@ logger = logging.getLogger("acp_driver.driver")
 class PromptTurn:
     """One running prompt turn. Iterate it for updates; await it for the ``TurnResult``."""
 
-    def __init__(self, session: RemoteSession, prompt: list[dict[str, Any]]) -> None:
+    def __init__(self, session: SessionHandle, prompt: list[dict[str, Any]]) -> None:
         self.session = session
         self.agent = agent = session.agent
         self.prompt = prompt
@@ -67,8 +69,21 @@ class PromptTurn:
         self.late_updates: list[Update] = []
         """Updates that arrived after this turn's response (a peer violation; reported here)."""
         self.result: TurnResult | None = None
-        self._machine = TurnMachine(agent.ladder_policy, exit_wait=agent.reap_timeout, remote=agent.remote)
-        self._timer: Timer | None = None
+        self._machine = TurnMachine(
+            agent.ladder_policy, exit_wait=agent.reap_timeout, remote=agent.remote, profile=agent.profile
+        )
+        self._runner = LadderRunner(
+            self._machine,
+            agent.control,
+            self._clock,
+            sessions=lambda: (session.id,),
+            requests=self._prompt_requests,
+            on_rung=self._on_rung,
+            on_resolved=self._on_resolved,
+            name=f"turn of {session.id}",
+        )
+        self._ending: tuple[str | None, RpcError | None] | None = None
+        """What the observation being fed says the turn ended with (None: a tick)."""
         self._buffer: collections.deque[Update] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._done = asyncio.Event()
@@ -79,7 +94,7 @@ class PromptTurn:
         answer = self._send_prompt()
         self.prompt_answer: asyncio.Future[Any] | None = None if isinstance(answer, RpcError) else answer
         """The future of the ``session/prompt`` request (None if it could not be sent): the turn
-        owns the updates that arrive while it is not done (see ``RemoteSession.deliver``)."""
+        owns the updates that arrive while it is not done (see ``SessionHandle.deliver``)."""
         self._task = asyncio.get_running_loop().create_task(self._run(answer), name=f"prompt {session.id}")
 
     # ------------------------------------------------------------------ consuming
@@ -195,8 +210,8 @@ class PromptTurn:
             self._observe(Observation(Seen.ABANDONED), None, abandoned)
             raise
         else:
-            stop_reason = response.get("stopReason") if isinstance(response, dict) else None
-            if stop_reason in p.STOP_REASONS:
+            stop_reason = self.agent.profile.answer_stop_reason(response)
+            if stop_reason is not None:
                 self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
             else:
                 error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
@@ -205,55 +220,51 @@ class PromptTurn:
     def _sent(self, rid: Any) -> None:
         self.request_id = rid
 
-    # ------------------------------------------------------------------ the machine
+    def over(self) -> bool:
+        """Whether the protocol ended this turn, as far as the input read so far goes (the fence:
+        updates after that point are late). v1: the prompt was answered."""
+        answer = self.prompt_answer  # the only TurnEnd so far: TurnEnd.PROMPT_ANSWER
+        return answer is None or answer.done()
+
+    # ------------------------------------------------------------------ the ladder
+
+    def _prompt_requests(self) -> tuple[RequestId, ...]:
+        return () if self.request_id is None else (self.request_id,)
 
     def _observe(
         self, observation: Observation, stop_reason: str | None = None, error: RpcError | None = None
     ) -> None:
-        """Tell the machine what was seen; carry out what it says."""
+        """Tell the ladder what was seen (it decides, and carries out what is due)."""
         if self.result is not None:
             return
-        now = self._clock.now()
-        step = self._machine.observe(observation, now)
-        for rung in step.actions:
-            self._take(rung)
-        if step.resolution is not None:
-            self._finish(stop_reason, step.resolution, error, now)
-        elif step.deadline is not None:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = self._clock.call_at(step.deadline, self._tick)
+        self._ending = (stop_reason, error)
+        try:
+            self._runner.observe(observation)
+        finally:
+            self._ending = None
 
-    def _tick(self) -> None:
-        self._timer = None
-        self._observe(Observation(Seen.TICK), None, AgentExitedError("agent killed; no exit seen in time"))
+    def _on_resolved(self, resolution: Resolution, now: float) -> None:
+        ending = self._ending
+        if ending is None:  # a tick: SIGKILL sent, and no end seen within the exit wait
+            ending = (None, self.agent.peer.error("agent killed; no exit seen in time"))
+        self._finish(ending[0], resolution, ending[1], now)
 
-    def _take(self, rung: Rung) -> None:
+    def _on_rung(self, rung: Rung) -> None:
+        """The turn's own part of a rung, before the runner acts on the agent."""
         on_step = self.agent.on_ladder_step
         if on_step is not None:
             try:
                 on_step(self, rung)
             except Exception:
                 logger.exception("on_ladder_step callback failed")
-        agent = self.agent
-        conn = agent.connection
         if rung is Rung.SESSION_CANCEL:
             self._cancel_host_side()
-            if conn.is_open:
-                # Never wait for the pipe here: an agent that stopped reading must not stall the ladder.
-                with contextlib.suppress(AcpError):
-                    conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": self.session.id})
-        elif rung is Rung.CANCEL_REQUEST:
-            if self.request_id is not None:
-                conn.cancel_request(self.request_id)
         elif rung is Rung.TERMINATE:
-            what = "closing the connection" if agent.remote else "SIGTERM to the agent's group"
+            what = "closing the connection" if self.agent.remote else "SIGTERM to the agent's group"
             logger.warning("turn of %s ignored the cancel; %s", self.session.id, what)
-            agent.terminate_peer()
         elif rung is Rung.KILL:
-            what = "aborting the connection" if agent.remote else "SIGKILL to the agent's group"
+            what = "aborting the connection" if self.agent.remote else "SIGKILL to the agent's group"
             logger.warning("turn of %s still unresolved; %s", self.session.id, what)
-            agent.kill_peer()
 
     def _cancel_host_side(self) -> None:
         """Spec: answer pending permission requests ``cancelled``; stop what the turn started here."""
@@ -277,9 +288,6 @@ class PromptTurn:
     def _finish(
         self, stop_reason: str | None, resolution: Resolution, error: RpcError | None, now: float
     ) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         ladder = self._machine.ladder
         self.result = TurnResult(
             stop_reason=stop_reason,

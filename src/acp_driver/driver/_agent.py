@@ -1,9 +1,13 @@
-"""The host side of one agent process: launch, ``initialize``, sessions, cancel scopes, shutdown.
+"""The host's handle on one agent: ``initialize``, sessions, cancel scopes, shutdown.
+
+The handle composes a ``Peer`` -- the local process ``launch`` started (``ProcessPeer``) or the
+network connection ``connect`` opened (``NetworkPeer``) -- and asks it what only it knows: how
+the agent ends and what that end means.
 
 Cancel scopes and what they put on the wire:
 
 - ``request``: ``$/cancel_request`` for one of our requests in flight.
-- ``current_turn`` (``PromptTurn.cancel``, ``RemoteSession.cancel``): ``session/cancel`` with the
+- ``current_turn`` (``PromptTurn.cancel``, ``SessionHandle.cancel``): ``session/cancel`` with the
   host side of the turn cancelled (pending permission requests answered ``cancelled``), then
   the ladder until the turn resolves: ``$/cancel_request`` on the prompt, SIGTERM, SIGKILL of
   the agent's process group.
@@ -11,8 +15,7 @@ Cancel scopes and what they put on the wire:
 - ``agent``: every session's turn, then the agent is shut down (stdin closed, TERM, KILL).
 
 Every cancel is idempotent and returns a ``CancelOutcome`` (resolution, the step that resolved
-it, elapsed time). The process itself is owned by one ``aio.AgentProcess``; this module decides
-what its exit means for the connection and the turns.
+it, elapsed time).
 """
 
 from __future__ import annotations
@@ -26,23 +29,38 @@ from typing import Any
 
 from .. import __version__
 from .. import protocol as p
-from ..aio import AgentProcess, Clock, Connection, LoopClock, ProcessGroup, StderrTail, exit_description
-from ..core import AcpError, ErrorCode, LadderPolicy, ProtocolViolation, RpcError, Tracer, Violation
+from ..aio import AgentProcess, Clock, Connection, LoopClock, ProcessGroup, StderrTail
+from ..core import (
+    LATEST,
+    PROFILES,
+    V1,
+    AcpError,
+    ErrorCode,
+    LadderPolicy,
+    ProtocolProfile,
+    ProtocolViolation,
+    RpcError,
+    Tracer,
+    Violation,
+)
 from ._errors import AgentExitedError, AgentStartError
+from ._peer import HostControl, Peer
+from ._process_peer import ProcessPeer
 from ._results import CancelOutcome, worst
 from ._routing import AgentRequests
 from ._services import ClientServices
-from ._session import RemoteSession, Scope
+from ._session import Scope, SessionHandle
 
 logger = logging.getLogger("acp_driver.driver")
 
 
-class RemoteAgent:
-    """One agent process driven over stdio. Create with ``await RemoteAgent.launch([...])``."""
+class AgentHandle:
+    """The host's handle on one agent. Create with ``await launch([...])`` or ``await connect(url)``."""
 
     def __init__(
         self,
-        child: AgentProcess,
+        connection: Connection,
+        peer: Peer,
         *,
         services: ClientServices,
         ladder_policy: LadderPolicy,
@@ -50,26 +68,9 @@ class RemoteAgent:
         name: str,
         clock: Clock | None = None,
     ) -> None:
-        self.child = child
-        self.process: ProcessGroup = child.process
-        self.stderr: StderrTail = child.stderr
-        self._setup(child.connection, services, ladder_policy, request_timeout, name, clock)
-        child.on_exit(self._on_exit)
-
-    remote = False
-    """Whether the agent is reached over a network (``connect``) rather than a local process."""
-
-    def _setup(
-        self,
-        connection: Connection,
-        services: ClientServices,
-        ladder_policy: LadderPolicy,
-        request_timeout: float,
-        name: str,
-        clock: Clock | None,
-    ) -> None:
-        """What every agent has, whatever carries its connection (a process, a network)."""
         self.connection: Connection = connection
+        self.peer = peer
+        """What carries the connection: a ``ProcessPeer`` or a ``NetworkPeer``."""
         self.services = services
         self.ladder_policy = ladder_policy
         self.request_timeout = request_timeout
@@ -77,25 +78,44 @@ class RemoteAgent:
         self.name = name
         self.clock: Clock = clock if clock is not None else LoopClock()
         """The clock the cancel ladder runs on (inject a fake one to test it without waiting)."""
-        self.sessions: dict[str, RemoteSession] = {}
+        self.profile: ProtocolProfile = V1
+        """The protocol version spoken, fixed by ``initialize``."""
+        self.sessions: dict[str, SessionHandle] = {}
         self.info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self.auth_methods: list[dict[str, Any]] = []
         self.protocol_version: int | None = None
         self.signalled = False
-        """The host signalled the agent's group (ladder, ``kill``, shutdown escalation)."""
+        """The host signalled the agent (ladder, ``kill``, shutdown escalation)."""
         self.on_ladder_step: Any = None
         """``f(turn, rung)`` called as each ladder step is taken (progress display)."""
+        self.control = HostControl(self)
+        """What the cancel ladder does to this agent (``aio.PeerControl``)."""
         self._background: set[asyncio.Task[Any]] = set()
-        self._stdout_eof = asyncio.Event()
         self._finalizing: asyncio.Task[None] | None = None
         self._exit_reason: str | None = None
-        self._gone: str | None = None
-        """Why the host is ending an agent that keeps running (``closed its stdout``...)."""
         self._requests = AgentRequests(self)
-        conn = self.connection
-        conn.on_peer_gone = self._on_peer_gone
-        conn.closed_error = self._exited_error
+        connection.closed_error = self._exited_error
+        peer.attach(self)
+
+    @property
+    def remote(self) -> bool:
+        """Whether the agent is reached over a network (``connect``) rather than a local process."""
+        return self.peer.remote
+
+    @property
+    def process(self) -> ProcessGroup:
+        """The agent's process group (``launch``; a network agent has none: ``AttributeError``)."""
+        if not isinstance(self.peer, ProcessPeer):
+            raise AttributeError("an agent reached over a network has no process here")
+        return self.peer.process
+
+    @property
+    def stderr(self) -> StderrTail:
+        """The last lines the agent wrote on stderr (``launch`` only)."""
+        if not isinstance(self.peer, ProcessPeer):
+            raise AttributeError("an agent reached over a network has no stderr here")
+        return self.peer.stderr
 
     # ------------------------------------------------------------------ launch
 
@@ -114,8 +134,8 @@ class RemoteAgent:
         tracer: Tracer | None = None,
         clock: Clock | None = None,
         supervise: bool | None = None,
-        on_spawn: Callable[[RemoteAgent], object] | None = None,
-    ) -> RemoteAgent:
+        on_spawn: Callable[[AgentHandle], object] | None = None,
+    ) -> AgentHandle:
         """Spawn ``argv`` in its own process group and complete ``initialize``.
 
         ``tracer(direction, message)`` sees every message on the wire (``"in"``/``"out"``);
@@ -138,20 +158,21 @@ class RemoteAgent:
                 what += f": {exc.filename}"  # e.g. the cwd does not exist
             raise AgentStartError(f"cannot start agent {argv[0]!r}: {what}") from exc
         agent = cls(
-            child,
+            connection,
+            ProcessPeer(child),
             services=services or ClientServices(),
             ladder_policy=ladder or LadderPolicy(),
             request_timeout=request_timeout,
             name=label,
             clock=clock,
         )
-        await agent._start(init_timeout, on_spawn, f"agent {label!r}", agent.aclose)
+        await agent.start(init_timeout, on_spawn, f"agent {label!r}", agent.aclose)
         return agent
 
-    async def _start(
+    async def start(
         self,
         timeout: float,
-        hook: Callable[[RemoteAgent], object] | None,
+        hook: Callable[[AgentHandle], object] | None,
         what: str,
         close: Callable[[], Awaitable[object]],
     ) -> None:
@@ -174,7 +195,7 @@ class RemoteAgent:
 
     async def _initialize(self, timeout: float) -> None:
         params = {
-            "protocolVersion": p.PROTOCOL_VERSION,
+            "protocolVersion": LATEST,
             "clientCapabilities": self.services.capabilities(),
             "clientInfo": {"name": "acp-driver", "title": "acp-driver", "version": __version__},
         }
@@ -205,10 +226,13 @@ class RemoteAgent:
         if not isinstance(response, dict):
             raise AgentStartError(f"invalid initialize response: {response!r}")
         version = response.get("protocolVersion")
-        if version != p.PROTOCOL_VERSION:
+        profile = PROFILES.get(version) if type(version) is int else None
+        if profile is None:
+            spoken = ", ".join(str(v) for v in sorted(PROFILES))
             raise AgentStartError(
-                f"agent speaks ACP protocol version {version!r}; acp-driver supports {p.PROTOCOL_VERSION}"
+                f"agent speaks ACP protocol version {version!r}; acp-driver speaks {spoken}"
             )
+        self.profile = profile
         self.protocol_version = version
         caps = response.get("agentCapabilities")
         self.capabilities = caps if isinstance(caps, dict) else {}
@@ -253,7 +277,7 @@ class RemoteAgent:
         *,
         mcp_servers: Sequence[dict[str, Any]] = (),
         additional_directories: Sequence[str] = (),
-    ) -> RemoteSession:
+    ) -> SessionHandle:
         cwd = os.path.abspath(cwd)
         params: dict[str, Any] = {"cwd": cwd, "mcpServers": list(mcp_servers)}
         if additional_directories:
@@ -266,7 +290,7 @@ class RemoteAgent:
 
     async def load_session(
         self, session_id: str, cwd: str | os.PathLike[str], *, mcp_servers: Sequence[dict[str, Any]] = ()
-    ) -> RemoteSession:
+    ) -> SessionHandle:
         """Load a session (history is replayed as updates, kept in ``session_updates``/listeners)."""
         if not self.supports("load"):
             raise AcpError("the agent does not advertise loadSession")
@@ -285,7 +309,7 @@ class RemoteAgent:
         session.response = response if isinstance(response, dict) else {}
         return session
 
-    async def resume_session(self, session_id: str, cwd: str | os.PathLike[str]) -> RemoteSession:
+    async def resume_session(self, session_id: str, cwd: str | os.PathLike[str]) -> SessionHandle:
         if not self.supports("resume"):
             raise AcpError("the agent does not advertise session resume")
         cwd = os.path.abspath(cwd)
@@ -303,8 +327,8 @@ class RemoteAgent:
 
     def _add_session(
         self, sid: str, cwd: str, response: dict[str, Any], extra_roots: Sequence[str]
-    ) -> RemoteSession:
-        session = RemoteSession(self, sid, cwd, response)
+    ) -> SessionHandle:
+        session = SessionHandle(self, sid, cwd, response)
         session.roots.extend(extra_roots)
         self.sessions[sid] = session
         self._requests.replay_unknown(session)
@@ -329,33 +353,28 @@ class RemoteAgent:
         return CancelOutcome("agent", resolution, by, self.clock.now() - started, None, (*steps, "shutdown"))
 
     async def shutdown(self, grace: float = 2.0) -> int:
-        """Close stdin, wait up to ``grace`` for the agent to exit, then TERM/KILL its group.
-
-        Returns the exit status. Every request still pending fails; no process of the group is left.
-        """
+        """Close the connection (stdin), give the agent up to ``grace`` to end, then end it for
+        good (a process: TERM/KILL of its group; a network connection: abort). Returns the exit
+        status (0 over a network). Every request still pending fails; nothing of it is left."""
         conn = self.connection
         if not conn.closed:
-            await conn.aclose("host shut the agent down")
-        if self.process.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace):
-                    await self.process.wait()
-        code = await self.child.reap()
-        await self._finalize(f"agent {exit_description(code)}")
+            await conn.aclose("host shut the agent down" if not self.remote else "host closed the connection")
+        code, reason = await self.peer.shutdown(grace)
+        await self.finalize(reason)
         return code
 
     async def aclose(self) -> None:
         await self.shutdown(grace=1.0)
 
     async def kill(self) -> int:
-        """SIGKILL the agent's whole group now; returns the exit status."""
+        """End the agent now (SIGKILL of its whole group; a network connection: abort); returns
+        the exit status (0 over a network)."""
         self.signalled = True
-        self.child.kill()
-        code = await self.child.reap(term_timeout=0)
-        await self._finalize(f"agent {exit_description(code)}")
+        code, reason = await self.peer.kill_now()
+        await self.finalize(reason)
         return code
 
-    async def __aenter__(self) -> RemoteAgent:
+    async def __aenter__(self) -> AgentHandle:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -363,93 +382,56 @@ class RemoteAgent:
 
     @property
     def returncode(self) -> int | None:
-        return self.process.returncode
+        return self.peer.returncode
 
     @property
     def where(self) -> str:
         """Where the agent runs, for people: ``pid 1234``, or the URL of a remote agent."""
-        return f"pid {self.process.pid}"
+        return self.peer.where
+
+    @property
+    def url(self) -> str | None:
+        """The URL of an agent reached over a network (None for a local process)."""
+        return self.peer.where if self.peer.remote else None
 
     def terminate_peer(self) -> None:
         """The ladder's TERMINATE rung: SIGTERM to the agent's group (remote: close gracefully)."""
-        self.signalled = True
-        self.process.terminate()
+        self.control.terminate()
 
     def kill_peer(self) -> None:
         """The ladder's KILL rung: SIGKILL to the agent's group (remote: abort the connection)."""
-        self.signalled = True
-        self.process.kill()
+        self.control.kill()
 
-    # ------------------------------------------------------------------ process events
+    # ------------------------------------------------------------------ the end
 
-    def _on_peer_gone(self, how: str) -> None:
-        if how == "eof":
-            self._stdout_eof.set()
-        self.spawn(self._after_peer_gone(how), f"agent {how}")
-
-    async def _after_peer_gone(self, how: str) -> None:
-        # Usually the agent is exiting; if it keeps running without stdin/stdout, it is useless.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(0.5):
-                await self.process.wait()
-        if self.process.returncode is None:
-            what = "closed its stdout" if how == "eof" else "stopped reading its stdin"
-            logger.warning("%s %s but keeps running; terminating its group", self.name, what)
-            self._gone = what
-            code = await self.child.reap(term_timeout=1.0)
-            await self._finalize(f"agent {what} ({exit_description(code)} after SIGTERM)")
-        else:
-            await self._finalize(f"agent {exit_description(self.process.returncode)}")
-
-    def _on_exit(self, code: int) -> None:
-        self.spawn(self._after_exit(code), "agent exit")
-
-    async def _after_exit(self, code: int) -> None:
-        # Read what the agent wrote before it died; a grandchild holding stdout must not stall us.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(0.3):
-                await self._stdout_eof.wait()
-        if not self._stdout_eof.is_set() and self.process.group_alive():
-            logger.info("%s exited but its group holds stdout; killing the group", self.name)
-            self.child.kill()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):
-                    await self._stdout_eof.wait()
-        self.process.kill_stragglers()
-        await self._finalize(f"agent {exit_description(code)}")
-
-    async def _finalize(self, reason: str) -> None:
+    async def finalize(self, reason: str) -> None:
+        """The agent is gone (or being ended): close the connection with ``reason`` (every
+        pending request fails naming it), release the peer and the agent's terminals. Once;
+        later calls wait for the first."""
         if self._finalizing is None:
-            if self._gone is not None and self._gone not in reason:  # say why the host ended it
-                reason = f"agent {self._gone} and kept running; {reason}"
-            self._exit_reason = f"{reason}; {self.stderr.describe()}"
+            self._exit_reason = self.peer.final_reason(reason)
             self._finalizing = asyncio.get_running_loop().create_task(self._do_finalize(self._exit_reason))
         await asyncio.shield(self._finalizing)
 
     async def _do_finalize(self, reason: str) -> None:
         await self.connection.aclose(reason)
-        if self.process.returncode is None:
-            await self.child.reap()
-        else:
-            self.process.kill_stragglers()
+        await self.peer.release()
         terminals = self.services.terminals
         if terminals is not None:
             # Only this agent's terminals: one ClientServices may serve several agents.
             for session in list(self.sessions.values()):
                 with contextlib.suppress(Exception):
                     await terminals.release_owner(session)
-        self.child.close_stderr()
         for task in list(self._background):
             if task is not asyncio.current_task() and task is not self._finalizing:
                 task.cancel()
 
     def _exited_error(self, message: str) -> AgentExitedError:
-        return AgentExitedError(self._exit_reason or message)
+        return self.peer.error(self._exit_reason or message)
 
     def closed_error(self) -> AgentExitedError:
-        """The error for a call made after the agent is gone (names its exit and stderr)."""
-        reason = self._exit_reason or self.connection.close_reason or "connection closed"
-        return AgentExitedError(reason)
+        """The error for a call made after the agent is gone (names its exit, stderr or URL)."""
+        return self.peer.error(self._exit_reason or self.connection.close_reason or "connection closed")
 
     def spawn(self, coro: Any, what: str) -> asyncio.Task[Any]:
         """Run ``coro`` as a background task of this agent (cancelled when it is finalized)."""
@@ -505,18 +487,6 @@ class _GarbageWatch:
         )
 
 
-async def launch(argv: Sequence[str], **options: Any) -> RemoteAgent:
+async def launch(argv: Sequence[str], **options: Any) -> AgentHandle:
     """Spawn an ACP agent and initialize it: ``agent = await launch(["my-agent", "--acp"])``."""
-    return await RemoteAgent.launch(argv, **options)
-
-
-async def connect(url: str, **options: Any) -> RemoteAgent:
-    """Connect to a remote ACP agent and initialize it: ``agent = await connect("ws://host:8765/acp")``.
-
-    ``ws://``/``wss://`` speak WebSocket, ``http://``/``https://`` Streamable HTTP; the options
-    are ``launch``'s that make sense over a network plus ``headers`` and ``cookies`` (see
-    ``acp_driver.remote.connect``). Needs the ``remote`` extra, imported only here.
-    """
-    from ..remote._connect import connect as connect_remote
-
-    return await connect_remote(url, **options)
+    return await AgentHandle.launch(argv, **options)

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from ._ladder import CancelLadder, LadderPolicy, Resolution, Rung
+from ._ladder import CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
+from ._profile import V1, ProtocolProfile
+from ._rungs import Action, Rung
 
 
 class TurnState(enum.Enum):
@@ -55,54 +56,23 @@ class TurnState(enum.Enum):
     """The turn ended; its resolution is final."""
 
 
-class Seen(enum.Enum):
-    """What the driver observed."""
-
-    CANCEL = "cancel"
-    """The host asked to cancel the turn (idempotent)."""
-    KILL_NOW = "kill_now"
-    """The host asked to skip to SIGKILL (e.g. a second Ctrl-C)."""
-    TICK = "tick"
-    """Time passed: the deadline the machine asked for has come."""
-    ANSWERED = "answered"
-    """The agent answered the prompt with a stop reason."""
-    FAILED = "failed"
-    """The agent answered the prompt with an error (``-32800`` counts as ``cancelled``)."""
-    GONE = "gone"
-    """The connection ended before the answer (the agent exited or was killed)."""
-    ABANDONED = "abandoned"
-    """The host stopped waiting for the answer (the task awaiting the prompt was cancelled)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    seen: Seen
-    stop_reason: str | None = None
-    """For ``ANSWERED`` (and ``FAILED`` with ``-32800``: ``cancelled``)."""
-    signalled: bool = False
-    """For ``GONE``: the host signalled the agent's process group outside this turn's ladder."""
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What to do after an observation."""
-
-    actions: tuple[Rung, ...] = ()
-    """Ladder steps to carry out now, in order."""
-    deadline: float | None = None
-    """When to report the next ``TICK`` (None: nothing to wait for)."""
-    resolution: Resolution | None = None
-    """Set on the step that resolves the turn (reported once)."""
-
-
 _NOTHING = Step()
 
 
 class TurnMachine:
     """The cancellation state of one prompt turn (see the module docstring)."""
 
-    def __init__(self, policy: LadderPolicy, *, exit_wait: float = 5.0, remote: bool = False) -> None:
+    def __init__(
+        self,
+        policy: LadderPolicy,
+        *,
+        exit_wait: float = 5.0,
+        remote: bool = False,
+        profile: ProtocolProfile = V1,
+    ) -> None:
         self.policy = policy
+        self.profile = profile
+        """The connection's protocol version: what each rung does on the wire."""
         self.remote = remote
         """The agent is reached over a network: a lost connection resolves ``DISCONNECTED``."""
         self.exit_wait = exit_wait
@@ -167,7 +137,9 @@ class TurnMachine:
         deadline = ladder.next_deadline()
         if deadline is None and self._kill_deadline is not None:
             deadline = self._kill_deadline  # SIGKILL sent: the exit is certain; wait for it, bounded
-        return Step(tuple(rungs), deadline)
+        table = self.profile.rung_actions
+        actions: tuple[Action, ...] = tuple(a for rung in rungs for a in table.get(rung, ()))
+        return Step(tuple(rungs), actions, deadline)
 
     def _resolve_as(self, resolution: Resolution, now: float) -> Step:
         self.state = TurnState.RESOLVED
@@ -175,7 +147,7 @@ class TurnMachine:
         if self.ladder is not None:
             self.ladder.resolve(now, resolution)
         self.cancelled_by, self.resolved_by = self.attribute(resolution)
-        return Step((), None, resolution)
+        return Step((), (), None, resolution)
 
     def attribute(self, resolution: Resolution) -> tuple[str | None, str | None]:
         """(who cancelled, what the cancel did) for a turn ending in ``resolution``."""
@@ -201,7 +173,7 @@ class TurnMachine:
             if self.remote:
                 return Resolution.DISCONNECTED
             return Resolution.KILLED if observation.signalled or self.signalled else Resolution.AGENT_EXITED
-        if observation.stop_reason == "cancelled" or observation.seen is Seen.ABANDONED:
+        if self.profile.confirms_cancel(observation.stop_reason) or observation.seen is Seen.ABANDONED:
             return Resolution.CANCELLED
         if observation.seen is Seen.FAILED:
             return Resolution.ERROR

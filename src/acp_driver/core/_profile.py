@@ -1,0 +1,137 @@
+"""The protocol profile: what one ACP version means for a connection, fixed at ``initialize``.
+
+One connection speaks one version. Everything that differs between versions is a field of the
+``ProtocolProfile`` chosen there (``profile_for``), and the code that would otherwise assume a
+version asks the profile instead:
+
+- **what ends a turn** (``turn_end``): v1, the answer to ``session/prompt`` (its stop reason);
+- **what confirms a cancel** (``confirms_cancel``): a turn that ends with stop reason
+  ``cancelled`` (v1 also ``-32800`` on the prompt);
+- **which methods and update kinds exist** (``agent_methods``, ``client_methods``,
+  ``turn_updates``, ``session_updates``, ``stop_reasons``);
+- **what each rung of the cancel ladder does on the wire** (``rung_actions``).
+
+Pure data: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from .. import protocol as p
+from ._rungs import Action, Rung
+
+
+class TurnEnd(enum.Enum):
+    """What tells a host that a prompt turn is over."""
+
+    PROMPT_ANSWER = "prompt_answer"
+    """v1: the answer to ``session/prompt`` carries the stop reason."""
+
+
+@dataclass(frozen=True)
+class ProtocolProfile:
+    """The facts of one protocol version (see the module docstring)."""
+
+    version: int
+    turn_end: TurnEnd
+    stop_reasons: frozenset[str]
+    turn_updates: frozenset[str]
+    """``sessionUpdate`` kinds that belong to the running turn."""
+    session_updates: frozenset[str]
+    """``sessionUpdate`` kinds about the session, valid at any time."""
+    agent_methods: frozenset[str]
+    """Requests and notifications a client may send an agent."""
+    client_methods: frozenset[str]
+    """Requests and notifications an agent may send a client."""
+    rung_actions: Mapping[Rung, tuple[Action, ...]]
+    """What a host does to the agent at each rung of the cancel ladder."""
+
+    def answer_stop_reason(self, answer: Any) -> str | None:
+        """The stop reason a ``session/prompt`` answer ends the turn with (None: not a valid
+        ending answer for this version)."""
+        if self.turn_end is TurnEnd.PROMPT_ANSWER and isinstance(answer, dict):
+            reason = answer.get("stopReason")
+            if isinstance(reason, str) and reason in self.stop_reasons:
+                return reason
+        return None
+
+    def confirms_cancel(self, stop_reason: str | None) -> bool:
+        """Whether a turn ending with ``stop_reason`` complied with a cancel."""
+        return stop_reason == "cancelled"
+
+    def is_turn_update(self, kind: str) -> bool:
+        """Whether a ``sessionUpdate`` kind belongs to a turn (unknown kinds do: the safe side
+        for fencing is to treat them as the turn's)."""
+        return kind not in self.session_updates
+
+
+V1 = ProtocolProfile(
+    version=1,
+    turn_end=TurnEnd.PROMPT_ANSWER,
+    stop_reasons=p.STOP_REASONS,
+    turn_updates=p.TURN_UPDATES,
+    session_updates=p.SESSION_WIDE_UPDATES,
+    agent_methods=frozenset(
+        {
+            p.INITIALIZE,
+            p.AUTHENTICATE,
+            p.LOGOUT,
+            p.SESSION_NEW,
+            p.SESSION_LOAD,
+            p.SESSION_LIST,
+            p.SESSION_RESUME,
+            p.SESSION_CLOSE,
+            p.SESSION_DELETE,
+            p.SESSION_SET_MODE,
+            p.SESSION_SET_CONFIG_OPTION,
+            p.SESSION_PROMPT,
+            p.SESSION_CANCEL,
+            p.CANCEL_REQUEST,
+        }
+    ),
+    client_methods=frozenset(
+        {
+            p.SESSION_UPDATE,
+            p.SESSION_REQUEST_PERMISSION,
+            p.FS_READ_TEXT_FILE,
+            p.FS_WRITE_TEXT_FILE,
+            p.TERMINAL_CREATE,
+            p.TERMINAL_OUTPUT,
+            p.TERMINAL_WAIT_FOR_EXIT,
+            p.TERMINAL_KILL,
+            p.TERMINAL_RELEASE,
+            p.CANCEL_REQUEST,
+        }
+    ),
+    rung_actions=MappingProxyType(
+        {
+            Rung.SESSION_CANCEL: (Action.SESSION_CANCEL,),
+            Rung.CANCEL_REQUEST: (Action.CANCEL_REQUEST,),
+            Rung.TERMINATE: (Action.TERMINATE,),
+            Rung.KILL: (Action.KILL,),
+        }
+    ),
+)
+
+PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1})
+"""Every version this package speaks, by number."""
+
+LATEST = max(PROFILES)
+
+
+def profile_for(version: int) -> ProtocolProfile:
+    """The profile of ``version``; ``KeyError`` for a version this package does not speak."""
+    return PROFILES[version]
+
+
+def negotiate(requested: int) -> ProtocolProfile:
+    """The version an agent answers a client that asked for ``requested``. Spec
+    (initialization.mdx): "If the Agent supports the requested version, it MUST respond with the
+    same version. Otherwise, the Agent MUST respond with the latest version it supports." (So a
+    client asking for 0 never gets 0 back.)"""
+    return PROFILES.get(requested) or PROFILES[LATEST]
