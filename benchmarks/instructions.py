@@ -13,7 +13,8 @@ Rows: host, 1000 concurrent echo requests per batch; agent, the same; host, sequ
 round trips. Then the host-only rows of ``run.py`` (H2, H4) as instructions: acp-driver's host and
 the ceiling host (``runners/ceiling_host.py``), each driving the ceiling agent (not counted), per
 request (1000 concurrent) and per ``session/update`` (consumed through ``async for update in turn``
-for acp-driver). Needs valgrind (Debian package ``valgrind``) and a python with orjson.
+for acp-driver); ``--traced`` adds acp-driver's host stream with a trace recorded (what
+``--trace`` costs per update). Needs valgrind (Debian package ``valgrind``) and a python with orjson.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ sys.path.insert(0, sys.argv[3])
 from _common import CEILING_AGENT, ECHO_PARAMS
 
 async def acp_driver(mode, n):
+    import os
     from acp_driver.driver import launch
-    agent = await launch([sys.executable, CEILING_AGENT], init_timeout=300)
+    traced = {"trace": os.environ["CG_TRACE"]} if os.environ.get("CG_TRACE") else {}
+    agent = await launch([sys.executable, CEILING_AGENT], init_timeout=300, **traced)
     session = await agent.new_session("/tmp")
     if mode == "stream":
         turn = session.prompt(f"/stream {n} 0")
@@ -100,10 +103,12 @@ asyncio.run((acp_driver if impl == "acp-driver" else ceiling)(mode, n))
 """
 
 
-def count_host_only(src: Path, impl: str, mode: str, n: int, work: Path) -> int:
+def count_host_only(src: Path, impl: str, mode: str, n: int, work: Path, traced: bool = False) -> int:
     script = work / "host_only.py"
     script.write_text(HOST_ONLY)
     env = dict(os.environ, PYTHONPATH=str(src))
+    if traced:
+        env["CG_TRACE"] = str(work / "trace.ndjson")  # acp-driver's host records a --trace file
     out = str(work / f"host-only-{impl}-{mode}-{n}.out")
     runners = ROOT / "benchmarks" / "runners"
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
@@ -160,6 +165,11 @@ def main() -> int:
         help="only the host-only rows (H2, H4), acp-driver's host and the ceiling host",
     )
     parser.add_argument(
+        "--traced",
+        action="store_true",
+        help="also acp-driver's host stream with a trace recorded (launch(trace=FILE)): tracing's cost",
+    )
+    parser.add_argument(
         "--no-ceiling",
         action="store_true",
         help="host-only rows without the ceiling host (its code does not change between trees)",
@@ -191,6 +201,14 @@ def main() -> int:
                 loaded = count_host_only(src, impl, mode, n, work)
                 per[impl] = (loaded - base) / n
             label = "1000 concurrent" if mode == "conc" else "update stream"
+            if mode == "stream" and opts.traced:
+                base = count_host_only(src, "acp-driver", mode, 0, work, traced=True)
+                loaded = count_host_only(src, "acp-driver", mode, n, work, traced=True)
+                traced = (loaded - base) / n
+                print(
+                    f"host only, {label}, traced: acp-driver {traced:,.0f} instructions/{unit} "
+                    f"({traced / per['acp-driver']:.2f}x untraced)"
+                )
             if "ceiling" not in per:
                 print(f"host only, {label}: acp-driver {per['acp-driver']:,.0f} instructions/{unit}")
                 continue

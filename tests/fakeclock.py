@@ -39,6 +39,11 @@ class FakeClock:
             heapq.heappop(self._timers)
         return self._timers[0][0] if self._timers else None
 
+    @property
+    def deadlines(self) -> list[float]:
+        """Every pending callback's time, in order."""
+        return sorted(when for when, _, timer in self._timers if not timer.cancelled)
+
     def advance_to(self, t: float) -> None:
         """Move time to ``t``, running every callback due by then, in order."""
         while (due := self.next_deadline) is not None and due <= t:

@@ -59,6 +59,7 @@ def test_public_api_is_what_all_says() -> None:
         "acp_driver.driver",
         "acp_driver.agent",
         "acp_driver.services",
+        "acp_driver.trace",
     ):
         mod = __import__(module, fromlist=["__all__"])
         assert len(set(mod.__all__)) == len(mod.__all__), f"{module}.__all__ has duplicates"

@@ -19,9 +19,11 @@ import pytest
 import acp_driver
 import acp_driver.aio
 import acp_driver.core
+import acp_driver.trace
 
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
 HOST_ONLY = (
+    "acp_driver.trace",
     "acp_driver.aio._process",
     "acp_driver.aio._agent_process",
     "acp_driver.core._host_turn",
@@ -58,7 +60,9 @@ def test_the_reference_agent_loads_nothing_of_the_host_before_answering_initiali
     assert sorted(loaded & set(HOST_ONLY)) == []
 
 
-@pytest.mark.parametrize("package", [acp_driver, acp_driver.aio, acp_driver.core], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "package", [acp_driver, acp_driver.aio, acp_driver.core, acp_driver.trace], ids=lambda m: m.__name__
+)
 def test_every_lazily_exported_name_resolves_to_its_definition(package: ModuleType) -> None:
     names = package.__all__
     assert names == sorted(names)

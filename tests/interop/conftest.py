@@ -1,7 +1,9 @@
 """Interop fixtures: the official ACP Python SDK (``agent-client-protocol``, import ``acp``) as a
 peer in a subprocess, talking to our ``acp_driver.aio.Connection`` over real OS pipes; and the
 official SDKs at pinned versions (Python 0.12.1 and 1.0.0rc3, TypeScript 2.4.0), installed by
-the test setup into ``<repo>/.cache/interop/`` (fixture ``sdk``, see below).
+the test setup into ``<repo>/.cache/interop/`` (fixture ``sdk``, see below); their ACP v2
+(``acp.experimental.v2``, ``…/experimental/v2``) peer scripts (fixture ``v2_sdk``); and two real
+agents installed the same way, codex-acp and claude-agent-acp.
 
 Without the SDK (or with one older than ``SDK_MIN``) every test here is SKIPPED with the reason
 in pytest's summary (``-ra``), and so is every test whose peer cannot be installed; set
@@ -238,6 +240,11 @@ CODEX_ACP_PACKAGE = "@zed-industries/codex-acp"
 CODEX_ACP_VERSION = "0.16.0"
 """A real agent, not built on an SDK's runtime we test elsewhere: Zed's Codex adapter (Rust; the
 npm package is a node launcher for the native binary of the platform's optional package)."""
+CLAUDE_AGENT_ACP_PACKAGE = "@agentclientprotocol/claude-agent-acp"
+CLAUDE_AGENT_ACP_VERSION = "0.101.0"
+"""A real agent serving ACP v1 and v2 on one binary (``CLAUDE_AGENT_ACP_PROTOCOL=auto|v1|v2``):
+the Claude Agent SDK behind the TypeScript SDK's v2 API; the Claude Code binary comes in the
+platform's optional npm package. Its manifest asks for Node 22; it runs on Node 20.3+."""
 NODE_MIN = (20, 3)  # the TS peers use AbortSignal.any
 INSTALL_TIMEOUT = 150.0
 SCRIPT_TIMEOUT = 60.0
@@ -340,40 +347,57 @@ class PeerInstaller:
 
     def codex_acp(self) -> NpmAgent:
         """``@zed-industries/codex-acp@CODEX_ACP_VERSION`` in its own npm folder."""
-        return self._once("codex-acp", self._install_codex_acp)  # type: ignore[no-any-return]
+        return self._once(  # type: ignore[no-any-return]
+            "codex-acp",
+            lambda: self._install_npm_agent(
+                CODEX_ACP_PACKAGE, CODEX_ACP_VERSION, "codex-acp", Path("bin", "codex-acp.js")
+            ),
+        )
 
-    def _install_codex_acp(self) -> NpmAgent:
+    def claude_agent_acp(self) -> NpmAgent:
+        """``@agentclientprotocol/claude-agent-acp@CLAUDE_AGENT_ACP_VERSION`` in its own npm folder."""
+        return self._once(  # type: ignore[no-any-return]
+            "claude-agent-acp",
+            lambda: self._install_npm_agent(
+                CLAUDE_AGENT_ACP_PACKAGE,
+                CLAUDE_AGENT_ACP_VERSION,
+                "claude-agent-acp",
+                Path("dist", "index.js"),
+            ),
+        )
+
+    def _install_npm_agent(self, name: str, version: str, folder_name: str, launcher_path: Path) -> NpmAgent:
+        """An agent published on npm, installed alone in ``<cache>/<folder_name>-<version>/``;
+        started as the machine's node running ``launcher_path`` (inside the package)."""
         node, npm = shutil.which("node"), shutil.which("npm")
         if node is None or npm is None:
-            raise InstallError("no `node` and `npm` on PATH (codex-acp's launcher runs on Node.js)")
-        folder = self.cache / f"codex-acp-{CODEX_ACP_VERSION}"
-        package = folder / "node_modules" / Path(*CODEX_ACP_PACKAGE.split("/"))
-        launcher = package / "bin" / "codex-acp.js"
+            raise InstallError(f"no `node` and `npm` on PATH ({name}'s launcher runs on Node.js)")
+        folder = self.cache / f"{folder_name}-{version}"
+        package = folder / "node_modules" / Path(*name.split("/"))
+        launcher = package / launcher_path
 
         def installed() -> str | None:
             with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
                 return str(json.loads((package / "package.json").read_text())["version"])
             return None
 
-        if installed() != CODEX_ACP_VERSION:
+        if installed() != version:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             (folder / "package.json").write_text(
                 json.dumps({"name": "acp-driver-real-agents", "private": True}) + "\n"
             )
-            spec = f"{CODEX_ACP_PACKAGE}@{CODEX_ACP_VERSION}"
+            spec = f"{name}@{version}"
             _run_install(
                 [npm, "install", "--save-exact", "--no-audit", "--no-fund", "--loglevel=error", spec],
                 f"npm install {spec} (in {folder})",
                 cwd=folder,
             )
-            if installed() != CODEX_ACP_VERSION:
-                raise InstallError(
-                    f"npm install {spec} left no {CODEX_ACP_PACKAGE} {CODEX_ACP_VERSION} in {folder}"
-                )
+            if installed() != version:
+                raise InstallError(f"npm install {spec} left no {name} {version} in {folder}")
         if not launcher.exists():
             raise InstallError(f"{launcher} is missing")
-        return NpmAgent(CODEX_ACP_VERSION, (node, str(launcher)))
+        return NpmAgent(version, (node, str(launcher)))
 
     def _install_python_sdk(self, version: str) -> PythonSdk:
         venv = self.cache / f"python-sdk-{version}"
@@ -531,15 +555,25 @@ class ScriptRun:
         return result
 
 
-async def run_script(argv: list[str], env: dict[str, str], timeout: float = SCRIPT_TIMEOUT) -> ScriptRun:
-    """Run a peer script in its own process group; kill the whole group if it outlives ``timeout``."""
+async def run_script(
+    argv: list[str],
+    env: dict[str, str],
+    timeout: float = SCRIPT_TIMEOUT,
+    cwd: Path | None = None,
+    drop: tuple[str, ...] = (),
+) -> ScriptRun:
+    """Run a peer script in its own process group; kill the whole group if it outlives ``timeout``.
+    Its environment is ours (less the variables whose names start with one of ``drop``) plus ``env``."""
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(drop)} if drop else dict(os.environ)
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **env},
+        env={**inherited, **env},
+        cwd=cwd,
         start_new_session=True,
+        limit=64 * 1024 * 1024,
     )
     try:
         async with asyncio.timeout(timeout):
@@ -565,3 +599,67 @@ def read_agent_trace(path: Path) -> list[tuple[str, str]]:
         return []
     entries = [json.loads(line) for line in text.splitlines() if line.strip()]
     return [(e["d"], e["line"]) for e in entries]
+
+
+# ---------------------------------------------------------------------------------------------
+# ACP v2: the official SDKs' v2 peer scripts (peers/sdk_v2_*.py on the pinned Python SDK's
+# venv, peers/ts_v2_*.mjs on the TypeScript SDK's folder), and claude-agent-acp.
+
+V2_PY_SDK_VERSION = "1.0.0rc3"
+"""The Python SDK release whose ``acp.experimental.v2`` the v2 peers use."""
+V2_KINDS = ("python", "typescript")
+
+
+@dataclass(frozen=True)
+class V2Sdk:
+    """One official SDK's ACP v2 peer scripts, ready to run."""
+
+    kind: str
+    """``python`` or ``typescript``."""
+    version: str
+    interpreter: Path
+    env: dict[str, str]
+
+    def script(self, role: str) -> list[str]:
+        """argv running this SDK's v2 ``agent`` or ``client`` peer script."""
+        name = {"python": f"sdk_v2_{role}.py", "typescript": f"ts_v2_{role}.mjs"}[self.kind]
+        return [str(self.interpreter), str(PEERS_DIR / name)]
+
+
+def v2_sdk_or_skip(installer: PeerInstaller, kind: str) -> V2Sdk:
+    if kind == "python":
+        py = python_sdk_or_skip(installer, V2_PY_SDK_VERSION)
+        return V2Sdk("python", py.version, py.python, {})
+    ts = typescript_sdk_or_skip(installer)
+    return V2Sdk("typescript", ts.version, ts.node, {"ACP_TS_SDK_DIR": str(ts.folder)})
+
+
+@pytest.fixture(params=V2_KINDS)
+def v2_client(request: pytest.FixtureRequest, interop_peers: PeerInstaller) -> V2Sdk:
+    """Each official SDK's v2 client script in turn."""
+    return v2_sdk_or_skip(interop_peers, request.param)
+
+
+@pytest.fixture(params=V2_KINDS)
+def v2_agent(request: pytest.FixtureRequest, interop_peers: PeerInstaller) -> V2Sdk:
+    """Each official SDK's v2 agent script in turn."""
+    return v2_sdk_or_skip(interop_peers, request.param)
+
+
+@pytest.fixture
+def claude_agent(interop_peers: PeerInstaller) -> NpmAgent:
+    """claude-agent-acp, installed (or the test is not run)."""
+    try:
+        return interop_peers.claude_agent_acp()
+    except InstallError as exc:
+        not_run(f"cannot install {CLAUDE_AGENT_ACP_PACKAGE}@{CLAUDE_AGENT_ACP_VERSION}: {exc}")
+
+
+@pytest.fixture
+def v2_sdk_python(interop_peers: PeerInstaller) -> V2Sdk:
+    return v2_sdk_or_skip(interop_peers, "python")
+
+
+@pytest.fixture
+def v2_sdk_typescript(interop_peers: PeerInstaller) -> V2Sdk:
+    return v2_sdk_or_skip(interop_peers, "typescript")

@@ -429,11 +429,25 @@ async def serve_stdio(
     request_cancel_grace: float = 0.5,
     faults: Faults | None = None,
     honour_cancel_request: bool = True,
+    trace: Any = None,
 ) -> None:
-    """Serve ``agent`` on this process's stdin/stdout until stdin ends (then return within ~1 s)."""
+    """Serve ``agent`` on this process's stdin/stdout until stdin ends (then return within ~1 s).
+
+    ``trace``: a file path or a ``trace.TraceSink`` (e.g. ``OtelSink``) that sees every message
+    (``dir`` relative to the agent: ``in`` comes from the client)."""
     from ..aio import open_stdio
 
-    connection = Connection(name="agent", close_timeout=0.5, honour_cancel_request=honour_cancel_request)
+    sink = None
+    if trace is not None:
+        from ..trace import follow_connection, open_trace
+
+        sink, owned = open_trace(trace, role="agent")
+    traced: dict[str, Any] = {"tracer": sink.wire} if sink is not None else {}
+    connection = Connection(
+        name="agent", close_timeout=0.5, honour_cancel_request=honour_cancel_request, **traced
+    )
+    if sink is not None:
+        follow_connection(connection, sink, owned)
     runtime = AgentRuntime(
         agent,
         connection,

@@ -29,13 +29,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "open_stdio",
             "open_streams",
         ),
-        "._process": (
-            "ProcessGroup",
-            "StderrTail",
-            "drain_pipe",
-            "exit_description",
-            "supervision_available",
-        ),
+        "._process": ("ProcessGroup", "supervision_available"),
+        "._stderr": ("StderrTail", "drain_pipe", "exit_description"),
         "._requesting": ("PendingRequest",),
         "._serving": (
             "NotificationHandler",
@@ -65,13 +60,13 @@ if TYPE_CHECKING:
     from ._ndjson import open_stdio as open_stdio
     from ._ndjson import open_streams as open_streams
     from ._process import ProcessGroup as ProcessGroup
-    from ._process import StderrTail as StderrTail
-    from ._process import drain_pipe as drain_pipe
-    from ._process import exit_description as exit_description
     from ._process import supervision_available as supervision_available
     from ._requesting import PendingRequest as PendingRequest
     from ._serving import NotificationHandler as NotificationHandler
     from ._serving import RequestHandler as RequestHandler
     from ._state import State as State
+    from ._stderr import StderrTail as StderrTail
+    from ._stderr import drain_pipe as drain_pipe
+    from ._stderr import exit_description as exit_description
     from ._transport import Transport as Transport
     from ._transport import TransportReceiver as TransportReceiver

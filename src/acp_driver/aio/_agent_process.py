@@ -13,10 +13,15 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ._connection import Connection
 from ._ndjson import open_pipes
-from ._process import ProcessGroup, StderrTail, drain_pipe
+from ._process import ProcessGroup
+from ._stderr import StderrTail, drain_pipe
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
 
 
 class AgentProcess:
@@ -39,13 +44,17 @@ class AgentProcess:
         stderr: StderrTail | None = None,
         on_stderr_eof: Callable[[], None] | None = None,
         supervise: bool | None = None,
+        trace: TraceSink | None = None,
     ) -> AgentProcess:
         """Start ``argv`` and attach ``connection`` to it (raises ``OSError`` if it cannot start).
 
         ``supervise``: under the supervisor that owns its whole process tree (the default where
         available, see ``ProcessGroup``); False starts it directly (its process group only).
+        ``trace`` records the spawn, every signal sent to the group and the exit.
         """
         process = await ProcessGroup.aspawn(argv, cwd=cwd, env=env, supervise=supervise)
+        if trace is not None:
+            process.observe(trace, argv)
         tail = stderr if stderr is not None else StderrTail(connection.name)
         child = cls(process, connection, tail)
         popen = process.popen

@@ -21,20 +21,29 @@ import asyncio
 import contextlib
 import logging
 import os
-import select
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
+
+from ._stderr import exit_description
+from ._supervisor_report import (
+    SupervisorUnavailableError,
+    abandon,
+    await_first_report,
+    close_stdio,
+    read_first_report,
+)
 
 logger = logging.getLogger("acp_driver.process")
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
-_SUPERVISOR_START_TIMEOUT = 30.0
 _TREE_TIMEOUT = 5.0
 
 
@@ -48,10 +57,6 @@ def supervision_available() -> bool:
     )
 
 
-class SupervisorUnavailableError(OSError):
-    """The supervisor could not set itself up (``prctl`` refused); nothing was started."""
-
-
 class ProcessGroup:
     """A child process leading its own process group (under a supervisor where available).
 
@@ -61,6 +66,8 @@ class ProcessGroup:
     """
 
     supervise_default: ClassVar[bool] = True
+    trace: TraceSink | None = None
+    """Where signals and the exit are recorded (``observe``), if anywhere."""
     """Whether ``spawn`` uses the supervisor when not told (it does only where available)."""
 
     def __init__(
@@ -155,9 +162,9 @@ class ProcessGroup:
         if supervise and supervision_available():
             popen, report_r = cls._start_supervisor(argv, cwd, env, stdin, stdout, stderr, pass_fds, linger)
             try:
-                first = await _await_first_report(report_r)
+                first = await await_first_report(report_r)
             except BaseException:
-                _abandon(popen, report_r)
+                abandon(popen, report_r)
                 raise
             try:
                 return cls._from_report(popen, report_r, first, argv)
@@ -188,10 +195,10 @@ class ProcessGroup:
     ) -> ProcessGroup:
         popen, report_r = cls._start_supervisor(argv, cwd, env, stdin, stdout, stderr, pass_fds, linger)
         try:
-            first = _read_first_report(report_r)
+            first = read_first_report(report_r)
         except BaseException:
             os.close(report_r)
-            _close_stdio(popen)
+            close_stdio(popen)
             with contextlib.suppress(OSError):
                 popen.kill()  # the child, if it started, gets SIGKILL (its PR_SET_PDEATHSIG)
             popen.wait()
@@ -255,7 +262,7 @@ class ProcessGroup:
         if kind == "p":
             return cls(popen, child_pid=value, report_fd=report_r, report=rest)
         os.close(report_r)
-        _close_stdio(popen)
+        close_stdio(popen)
         popen.wait()  # it exits right after such a report
         if kind == "e":
             raise OSError(value, os.strerror(value), argv[0])
@@ -336,11 +343,22 @@ class ProcessGroup:
         if self._exited.done():
             return
         self._exited.set_result(code)
+        if self.trace is not None:
+            self.trace.event("exit", pid=self.pid, status=code, description=exit_description(code))
         for callback in self._exit_callbacks:
             try:
                 callback(code)
             except Exception:
                 logger.exception("exit callback failed")
+
+    def observe(self, trace: TraceSink, argv: Sequence[str] = ()) -> None:
+        """Record in ``trace`` this process's start, every signal sent to its group, its exit."""
+        self.trace = trace
+        trace.event("spawn", pid=self.pid, argv=list(argv), supervised=self.supervised)
+        if self.returncode is not None:  # exited while it was being set up
+            trace.event(
+                "exit", pid=self.pid, status=self.returncode, description=exit_description(self.returncode)
+            )
 
     def on_exit(self, callback: Callable[[int], object]) -> None:
         """Call ``callback(returncode)`` when the process exits (at once if it already has)."""
@@ -374,6 +392,8 @@ class ProcessGroup:
                 return True
         try:
             os.killpg(self.pgid, sig)
+            if sig and self.trace is not None:
+                self.trace.event("signal", name=signal.Signals(sig).name, to="agent", pid=self.pgid)
             return True
         except ProcessLookupError:
             return self.supervised and sig == signal.SIGKILL
@@ -436,148 +456,3 @@ class ProcessGroup:
 
     def __repr__(self) -> str:
         return f"ProcessGroup(pid={self.pid}, returncode={self.returncode}, supervised={self.supervised})"
-
-
-def _read_first_report(fd: int) -> tuple[str, int, bytes]:
-    """The supervisor's first report, blocking until it comes (see ``_parse_first_report``)."""
-    deadline = time.monotonic() + _SUPERVISOR_START_TIMEOUT
-    data = b""
-    while b"\n" not in data:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-            raise OSError("the supervisor did not report in time")
-        chunk = os.read(fd, 256)
-        if not chunk:
-            break
-        data += chunk
-    return _parse_first_report(data)
-
-
-async def _await_first_report(fd: int) -> tuple[str, int, bytes]:
-    """The supervisor's first report, awaited (see ``_parse_first_report``)."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    data = bytearray()
-
-    def on_readable() -> None:
-        try:
-            chunk = os.read(fd, 256)
-        except BlockingIOError:
-            return
-        data.extend(chunk)
-        if (not chunk or b"\n" in data) and not done.done():
-            done.set_result(None)
-
-    os.set_blocking(fd, False)
-    loop.add_reader(fd, on_readable)
-    try:
-        async with asyncio.timeout(_SUPERVISOR_START_TIMEOUT):
-            await done
-    except TimeoutError:
-        raise OSError("the supervisor did not report in time") from None
-    finally:
-        loop.remove_reader(fd)
-    return _parse_first_report(bytes(data))
-
-
-def _parse_first_report(data: bytes) -> tuple[str, int, bytes]:
-    """The supervisor's first line: ``p PID``, ``e ERRNO`` or ``s ERRNO``.
-
-    Returns its kind, its number and what followed it (a child that exits at once: ``x STATUS``).
-    """
-    if b"\n" not in data:
-        raise SupervisorUnavailableError(0, "the supervisor exited without a report")
-    line, rest = data.split(b"\n", 1)
-    kind, _, value = line.decode("ascii", "replace").partition(" ")
-    if kind not in ("p", "e", "s") or not value.isdigit():
-        raise OSError(f"unexpected supervisor report {line!r}")
-    return kind, int(value), rest
-
-
-def _abandon(popen: subprocess.Popen[bytes], report_r: int) -> None:
-    """Give up a supervisor that has not reported yet, without blocking: it ends its child."""
-    os.close(report_r)
-    _close_stdio(popen)
-    with contextlib.suppress(OSError):
-        popen.send_signal(signal.SIGTERM)  # handled once it started the child: the child's tree ends
-    threading.Thread(target=popen.wait, name=f"reap-{popen.pid}", daemon=True).start()
-
-
-def _close_stdio(popen: subprocess.Popen[bytes]) -> None:
-    for stream in (popen.stdin, popen.stdout, popen.stderr):
-        if stream is not None:
-            with contextlib.suppress(OSError):
-                stream.close()
-
-
-class StderrTail:
-    """Drains a child's stderr forever: keeps a bounded tail, forwards lines to logging."""
-
-    def __init__(self, name: str, *, max_bytes: int = 64 * 1024) -> None:
-        self._log = logging.getLogger(f"acp_driver.stderr.{name}")
-        self._max = max_bytes
-        self._buf = bytearray()
-        self._partial = b""
-        self.total_bytes = 0
-        self.closed = False
-
-    def feed(self, data: bytes) -> None:
-        self.total_bytes += len(data)
-        buf = self._buf
-        buf += data
-        if len(buf) > 2 * self._max:
-            del buf[: len(buf) - self._max]
-        if self._log.isEnabledFor(logging.DEBUG):
-            lines = (self._partial + data).split(b"\n")
-            self._partial = lines.pop()[-self._max :]
-            for line in lines:
-                self._log.debug("%s", line.decode("utf-8", "replace"))
-
-    def lines(self, count: int = 20) -> list[str]:
-        """The last ``count`` lines seen."""
-        text = bytes(self._buf[-self._max :]).decode("utf-8", "replace")
-        return text.splitlines()[-count:]
-
-    def mark_closed(self) -> None:
-        """The stream ended."""
-        self.closed = True
-
-    def describe(self, count: int = 5) -> str:
-        """The last lines, ready to append to an error message."""
-        lines = self.lines(count)
-        if not lines:
-            return "no stderr output"
-        return "last stderr lines:\n  " + "\n  ".join(lines)
-
-
-class _DrainProtocol(asyncio.Protocol):
-    def __init__(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
-        self._on_data = on_data
-        self._on_eof = on_eof
-
-    def data_received(self, data: bytes) -> None:
-        self._on_data(data)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._on_eof()
-
-
-async def drain_pipe(
-    pipe: Any, on_data: Callable[[bytes], None], on_eof: Callable[[], None]
-) -> asyncio.BaseTransport:
-    """Read ``pipe`` until EOF, passing every chunk to ``on_data``."""
-    loop = asyncio.get_running_loop()
-    transport, _ = await loop.connect_read_pipe(lambda: _DrainProtocol(on_data, on_eof), pipe)
-    return transport
-
-
-def exit_description(code: int | None) -> str:
-    """``exit status 3`` / ``killed by SIGKILL`` / ``still running``."""
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"

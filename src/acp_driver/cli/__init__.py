@@ -18,6 +18,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._serve import serve_cli  # its own parser: nothing of it loads for other commands
 
             return serve_cli(args[1:])
+        if args and args[0] == "trace":
+            from ._trace_cmd import trace_main  # reads a trace file: no driver, no asyncio
+
+            return trace_main(args[1:])
         from ._main import cli_main
 
         return cli_main(args)

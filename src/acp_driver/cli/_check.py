@@ -30,6 +30,7 @@ from typing import Any
 
 from ..aio import exit_description
 from ..core import RpcError
+from ..trace import bind
 from . import _codes as codes
 from ._check_rules import (
     AFTER_RULE,
@@ -59,7 +60,7 @@ class AuditAborted(Exception):
 
 
 async def _audit(
-    opts: argparse.Namespace, argv: list[str], cwd: str, session_cwd: str
+    opts: argparse.Namespace, argv: list[str], cwd: str, session_cwd: str, trace: Any = None
 ) -> tuple[list[CheckResult], dict[str, Any]]:
     results: list[CheckResult] = []
     info: dict[str, Any] = {}
@@ -75,7 +76,10 @@ async def _audit(
             url=getattr(opts, "agent_url", None),
             headers=getattr(opts, "headers", None) or {},
             ssl_context=getattr(opts, "ssl_context", None),
+            trace=bind(trace, check=check.run.__name__) if trace is not None else None,
         )
+        if probe.trace is not None:
+            probe.trace.event("check_start")
         started = time.monotonic()
         try:
             async with asyncio.timeout(opts.timeout * 8 + 5):
@@ -100,6 +104,10 @@ async def _audit(
         for result in found:
             if not result.elapsed:
                 result.elapsed = time.monotonic() - started
+            if probe.trace is not None:
+                result.trace_event = probe.trace.event(
+                    "verdict", **{k: getattr(result, k) for k in ("rule", "level", "result", "evidence")}
+                )
         results.extend(found)
     return results, info
 
@@ -116,10 +124,10 @@ def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any]) -
         table.add_column(column, overflow="fold")
     colours = {PASS: "green", FAIL: "red", SKIP: "yellow", NA: "dim"}
     for r in results:
+        seen = "" if r.trace_event is None else f" [trace #{r.trace_event}]"
         # Text, not markup: evidence quotes the agent.
-        table.add_row(
-            Text(r.rule), Text(r.level), Text(r.result.upper(), colours[r.result]), Text(shown(r.evidence))
-        )
+        evidence = Text(shown(r.evidence) + seen)
+        table.add_row(Text(r.rule), Text(r.level), Text(r.result.upper(), colours[r.result]), evidence)
     console.print(table)
 
 
@@ -146,7 +154,8 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
             # The agent process starts where its sessions are: some agents run their tools in
             # their own working directory, whatever the session's cwd says.
             workdir = cwd or scratch
-            results, info = asyncio.run(_audit(opts, argv, workdir, workdir))
+            with _recorder(opts, argv) as trace:
+                results, info = asyncio.run(_audit(opts, argv, workdir, workdir, trace))
     except KeyboardInterrupt:
         _kill_spawned()
         sys.stderr.write("acp-driver check: interrupted; every agent process it started was stopped\n")
@@ -176,6 +185,7 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
                     "result": r.result,
                     "evidence": r.evidence,
                     "elapsedMs": round(r.elapsed * 1000, 1),
+                    **({"traceEvent": r.trace_event} if r.trace_event is not None else {}),
                 }
                 for r in results
             ],
@@ -197,11 +207,22 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
         else:
             line = f"every {levels} rule passed"
         sys.stdout.write(line + "\n")
+        if getattr(opts, "trace", None) is not None:
+            sys.stdout.write(f"trace: {opts.trace} (draw it: acp-driver trace {opts.trace} --html OUT)\n")
     if verdict == "failed":
         return codes.EXIT_CHECK_FAILED
     if verdict == "inconclusive":
         return codes.EXIT_CHECK_INCONCLUSIVE
     return codes.EXIT_OK
+
+
+def _recorder(opts: argparse.Namespace, argv: list[str]) -> Any:
+    """``--trace FILE``: one recorder for the whole audit (each event names its check)."""
+    if getattr(opts, "trace", None) is None:
+        return contextlib.nullcontext()
+    from ..trace import TraceRecorder
+
+    return TraceRecorder(opts.trace, role="host", command="check", agent=list(argv))
 
 
 def _hint(skipped: list[CheckResult]) -> str:

@@ -62,6 +62,8 @@ class CheckResult:
     result: str
     evidence: str
     elapsed: float = 0.0
+    trace_event: int | None = None
+    """With ``--trace``: the id of this verdict's event in the trace (its moments are linked there)."""
 
 
 def _refused_note(reply: dict[str, Any] | None, method: str) -> str:

@@ -60,6 +60,7 @@ class Controller:
         self.signum: int | None = None
         """The first signal that ends the command (exit code 128 + signum)."""
         self.idle_interrupt: Callable[[], object] | None = None
+        self.turn_timeout: float | None = None
         self.lost_output: str | None = None
         """Why stdout cannot be written (the command then exits 1)."""
         self._cancel_task: asyncio.Task[Any] | None = None
@@ -106,6 +107,7 @@ class Controller:
         self.reason = None
         self._cancel_task = None
         self.phase = "turn"
+        self.turn_timeout = timeout
         if timeout is not None:
             self._timer = self._loop.call_later(timeout, self._timeout)
 
@@ -116,6 +118,7 @@ class Controller:
 
     def _timeout(self) -> None:
         self._timer = None
+        trace_event(self.agent, "timeout", after=self.turn_timeout)
         if self.turn is not None and not self.turn.done and self._cancel_task is None:
             self._cancel("timeout")
 
@@ -138,6 +141,7 @@ class Controller:
     # ------------------------------------------------------------------ signals
 
     def on_signal(self, signum: int) -> None:
+        trace_event(self.agent, "signal", name=signal_name(signum), to="host", phase=self.phase)
         if signum == signal.SIGHUP:
             detach(self._on_terminal)
         ends = not (self.chat and signum == signal.SIGINT)  # chat: Ctrl-C cancels only the turn
@@ -198,6 +202,12 @@ class Controller:
         # Reporting must never stop the signal's effect (a closed terminal, a closed pipe).
         with contextlib.suppress(OSError, ValueError):
             what(*args)
+
+
+def trace_event(agent: AgentHandle | None, kind: str, **fields: Any) -> None:
+    """Record what the command saw (a signal, its turn timeout) in the agent's trace, if any."""
+    if agent is not None and agent.trace is not None:
+        agent.trace.event(kind, **fields)
 
 
 def _isatty(fd: int) -> bool:

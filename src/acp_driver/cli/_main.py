@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ._codes import EXIT_ERROR, EXIT_USAGE
-from ._options import add_common, as_text, seconds, setup_logging
+from ._options import add_common, as_text, seconds, setup_logging, writable_trace
 from ._remote_options import (
     RemoteExtraMissing,
     agent_url,
@@ -107,6 +107,7 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     )
     _add_auth(parser)
     _add_mode(parser)
+    _add_trace(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
 
@@ -126,6 +127,16 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="trust this PEM certificate (a private CA, a self-signed server) for a wss:// or https:// "
         "agent, besides the system's authorities",
+    )
+
+
+def _add_trace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="record every message and the cancel's lifecycle to FILE (NDJSON, secrets redacted); "
+        "read it with: acp-driver trace FILE [--html OUT]",
     )
 
 
@@ -185,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
     sub.add_parser("serve", help="serve an agent over WebSocket and HTTP (see: acp-driver serve --help)")
+    sub.add_parser("trace", help="summarize a --trace file, or draw it (see: acp-driver trace --help)")
 
     check = sub.add_parser(
         "check",
@@ -248,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run here, in the sessions' directory, and are killed with their probe; some agents only "
         "ask permission when a terminal is offered (default: no terminal)",
     )
+    _add_trace(check)
     check.add_argument(
         "agent_command",
         nargs=argparse.REMAINDER,
@@ -276,6 +289,8 @@ def cli_main(argv: Sequence[str]) -> int:
                 "(redirect it to a file or /dev/null instead)\n"
             )
             return EXIT_ERROR
+        if opts.trace is not None:
+            writable_trace(parser, opts.trace)
     try:
         if opts.command in ("run", "chat"):
             return _run_or_chat(parser, opts)

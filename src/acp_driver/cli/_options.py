@@ -29,6 +29,14 @@ def as_text(value: str) -> str:
     return os.fsencode(value).decode("utf-8", "replace")
 
 
+def writable_trace(parser: argparse.ArgumentParser, path: str) -> None:
+    """``--trace FILE``: refuse at once (exit 2) a file that cannot be written."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # a trace is private
+    except OSError as exc:
+        parser.error(f"--trace {path!r}: cannot write it ({exc.strerror or exc})")
+
+
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)"

@@ -23,6 +23,7 @@ from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, exit_description
 from ..core import ConnectionClosedError, RequestId, RpcError, parse_json
+from ..trace import follow_connection, wire_tracer
 from ._text import excerpt
 
 TURN_ACTIVITY = frozenset(
@@ -98,9 +99,15 @@ class Probe:
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     terminals: Any = None
     """The ``LocalTerminals`` serving ``--terminal``, once the agent asked for one."""
+    trace: Any = None
+    """With ``--trace``: this probe's ``TraceSink`` (bound to its check's name)."""
 
     async def start(self) -> None:
-        conn = self.conn = Connection(name="audit", tracer=self._trace, close_timeout=0.3)
+        conn = self.conn = Connection(
+            name="audit", tracer=wire_tracer(self._trace, self.trace), close_timeout=0.3
+        )
+        if self.trace is not None:
+            follow_connection(conn, self.trace, owned=False)
         conn.on_peer_gone = lambda how: self.peer_gone.set()
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self._permission)
         if self.terminal:
@@ -112,7 +119,9 @@ class Probe:
                 self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context
             )
             return
-        self.child = await AgentProcess.spawn(self.argv, conn, cwd=self.cwd, stderr=self.stderr)
+        self.child = await AgentProcess.spawn(
+            self.argv, conn, cwd=self.cwd, stderr=self.stderr, trace=self.trace
+        )
         self.process = self.child.process
         SPAWNED.append(self.process)
 

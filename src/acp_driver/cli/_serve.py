@@ -123,6 +123,13 @@ def build_serve_parser() -> argparse.ArgumentParser:
         f"$/cancel_request at half, SIGTERM at 3/4 (default: {DEFAULT_CANCEL_BUDGET:g})",
     )
     serve.add_argument(
+        "--trace",
+        metavar="FILE",
+        default=None,
+        help="record every connection's messages, ladder and agent process to FILE (NDJSON, "
+        "secrets redacted; each event names its connection); read it with: acp-driver trace FILE",
+    )
+    serve.add_argument(
         "agent_command",
         nargs=argparse.REMAINDER,
         help="-- AGENT_CMD... (default: the bundled reference agent)",
@@ -133,9 +140,13 @@ def build_serve_parser() -> argparse.ArgumentParser:
 
 def serve_cli(argv: list[str]) -> int:
     """``acp-driver serve ...``."""
-    opts = build_serve_parser().parse_args(argv)
-    from ._options import setup_logging
+    parser = build_serve_parser()
+    opts = parser.parse_args(argv)
+    from ._options import setup_logging, writable_trace
     from ._remote_options import SERVER_MODULES, RemoteExtraMissing, require_remote_extra
+
+    if opts.trace is not None:
+        writable_trace(parser, opts.trace)
 
     setup_logging(opts.verbose, opts.quiet)
     try:
@@ -240,7 +251,7 @@ def serve_main(opts: argparse.Namespace) -> int:
     except ConfigError as exc:
         return _refuse(str(exc))
     try:
-        return asyncio.run(_serve(command or None, settings))
+        return asyncio.run(_serve(command or None, settings, opts.trace))
     except ConfigError as exc:
         return _refuse(str(exc))
     except OSError as exc:
@@ -248,10 +259,10 @@ def serve_main(opts: argparse.Namespace) -> int:
         return 1
 
 
-async def _serve(command: list[str] | None, settings: Any) -> int:
+async def _serve(command: list[str] | None, settings: Any, trace: str | None = None) -> int:
     from ..remote import serve_command
 
-    server = await serve_command(command, settings=settings)
+    server = await serve_command(command, settings=settings, trace=trace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     received: list[int] = []

@@ -101,6 +101,7 @@ async def start_session(
                 services=services,
                 ladder=LadderPolicy(budget=budget),
                 on_connect=controller.took,
+                trace=getattr(opts, "trace", None),
             )
         else:
             agent = await AgentHandle.launch(
@@ -109,6 +110,7 @@ async def start_session(
                 services=services,
                 ladder=LadderPolicy(budget=budget),
                 on_spawn=controller.took,  # a signal during initialize can then reach the agent
+                trace=getattr(opts, "trace", None),
             )
     except AgentStartError as exc:
         output.error(f"agent failed to start: {exc}")

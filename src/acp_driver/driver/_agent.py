@@ -43,6 +43,7 @@ from ..core import (
     Tracer,
     Violation,
 )
+from ..trace import TraceSink, TraceTarget, follow_connection, open_trace, wire_tracer
 from ._errors import AgentExitedError, AgentStartError
 from ._peer import HostControl, Peer
 from ._process_peer import ProcessPeer
@@ -91,6 +92,8 @@ class AgentHandle:
         """``f(turn, rung)`` called as each ladder step is taken (progress display)."""
         self.control = HostControl(self)
         """What the cancel ladder does to this agent (``aio.PeerControl``)."""
+        self.trace: TraceSink | None = None
+        """Where the lifecycle of turns is recorded (``launch(trace=...)``), if anywhere."""
         self._background: set[asyncio.Task[Any]] = set()
         self._finalizing: asyncio.Task[None] | None = None
         self._exit_reason: str | None = None
@@ -132,6 +135,7 @@ class AgentHandle:
         init_timeout: float = 30.0,
         name: str | None = None,
         tracer: Tracer | None = None,
+        trace: TraceTarget = None,
         clock: Clock | None = None,
         supervise: bool | None = None,
         on_spawn: Callable[[AgentHandle], object] | None = None,
@@ -139,6 +143,8 @@ class AgentHandle:
         """Spawn ``argv`` in its own process group and complete ``initialize``.
 
         ``tracer(direction, message)`` sees every message on the wire (``"in"``/``"out"``);
+        ``trace`` records the wire and the turn's lifecycle (cancel, ladder rungs, signals,
+        exit): a file path (NDJSON, docs/trace.md) or a ``trace.TraceSink``;
         ``clock`` is what the cancel ladder's deadlines run on (the event loop's by default);
         ``supervise=False`` opts out of the supervisor that owns the agent's whole process tree;
         ``on_spawn(agent)`` is called once the process exists, before ``initialize`` (so that a
@@ -147,12 +153,17 @@ class AgentHandle:
         if not argv:
             raise AgentStartError("empty agent command")
         label = name or os.path.basename(argv[0])
-        connection = Connection(name=label, tracer=tracer)
+        sink, owned = open_trace(trace, role="host", agent=list(argv))
+        connection = Connection(name=label, tracer=wire_tracer(tracer, sink))
+        if sink is not None:
+            follow_connection(connection, sink, owned)
         try:
             child = await AgentProcess.spawn(
-                argv, connection, cwd=cwd, env=env, stderr=StderrTail(label), supervise=supervise
+                argv, connection, cwd=cwd, env=env, stderr=StderrTail(label), supervise=supervise, trace=sink
             )
         except OSError as exc:
+            if sink is not None and owned:
+                sink.close()
             what = exc.strerror or str(exc)
             if exc.filename is not None and str(exc.filename) != argv[0]:
                 what += f": {exc.filename}"  # e.g. the cwd does not exist
@@ -166,6 +177,7 @@ class AgentHandle:
             name=label,
             clock=clock,
         )
+        agent.trace = sink
         await agent.start(init_timeout, on_spawn, f"agent {label!r}", agent.aclose)
         return agent
 
@@ -339,6 +351,8 @@ class AgentHandle:
     async def cancel(self, scope: Scope = "agent", *, request_id: Any = None) -> CancelOutcome:
         """Cancel with a scope: ``request`` (needs ``request_id``) or ``agent`` (everything, then shut down)."""
         started = self.clock.now()
+        if self.trace is not None:
+            self.trace.event("cancel", scope=scope, by="host", request=request_id)
         if scope == "request":
             sent = self.cancel_request(request_id)
             return CancelOutcome("request", None, "cancel_request" if sent else "finished", 0.0)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..aio import Clock, Connection
 from ..core import LadderPolicy, Tracer
+from ..trace import TraceTarget, follow_connection, open_trace, wire_tracer
 from ._errors import AgentDisconnectedError, AgentStartError
 from ._services import ClientServices
 
@@ -108,6 +109,7 @@ async def connect(
     init_timeout: float = 30.0,
     name: str | None = None,
     tracer: Tracer | None = None,
+    trace: TraceTarget = None,
     clock: Clock | None = None,
     cookies: Any = None,
     http2_prior_knowledge: bool = False,
@@ -124,13 +126,17 @@ async def connect(
     connection. ``ssl_context`` verifies ``wss://``/``https://`` servers (default: the system's
     trust store), e.g. ``ssl.create_default_context(cafile="internal-ca.pem")``.
     ``on_connect(agent)`` is called once the connection exists, before ``initialize``. The other
-    options are ``launch``'s. Needs the ``remote`` extra.
+    options are ``launch``'s (``trace``: the header records the names of ``headers``, never
+    their values). Needs the ``remote`` extra.
     """
     from ..net import open_transport
     from ._agent import AgentHandle
 
     label = name or url
-    connection = Connection(name=label, tracer=tracer)
+    sink, owned = open_trace(trace, role="host", agent=[url], headers=dict(headers or {}))
+    connection = Connection(name=label, tracer=wire_tracer(tracer, sink))
+    if sink is not None:
+        follow_connection(connection, sink, owned)
     try:
         transport = await open_transport(
             url,
@@ -142,8 +148,12 @@ async def connect(
             ssl_context=ssl_context,
         )
     except ValueError as exc:
+        if sink is not None and owned:
+            sink.close()
         raise AgentStartError(str(exc)) from exc
     except (OSError, TimeoutError) as exc:
+        if sink is not None and owned:
+            sink.close()
         what = exc.strerror or str(exc) if isinstance(exc, OSError) else str(exc)
         raise AgentStartError(f"cannot connect to {url}: {what or type(exc).__name__}") from exc
     policy = ladder or LadderPolicy()
@@ -157,5 +167,6 @@ async def connect(
         name=label,
         clock=clock,
     )
+    agent.trace = sink
     await agent.start(init_timeout, on_connect, f"agent at {url}", agent.kill)
     return agent

@@ -186,7 +186,9 @@ class PromptTurn:
     def _send_prompt(self) -> asyncio.Future[Any] | RpcError:
         # Queued at once, before anything else of the turn (a cancel right after the prompt
         # must reach the agent after it). A prompt that cannot be encoded fails the turn.
-        params = {"sessionId": self.session.id, "prompt": self.prompt}
+        params: dict[str, Any] = {"sessionId": self.session.id, "prompt": self.prompt}
+        if self.agent.trace is not None and (meta := self.agent.trace.meta(self.session.id)):
+            params["_meta"] = meta  # W3C trace context (spec: extensibility.mdx, _meta)
         try:
             return self.agent.connection.request_nowait(p.SESSION_PROMPT, params, on_sent=self._sent)
         except (TypeError, ValueError, LocalProtocolError) as exc:
@@ -251,6 +253,10 @@ class PromptTurn:
 
     def _on_rung(self, rung: Rung) -> None:
         """The turn's own part of a rung, before the runner acts on the agent."""
+        if self.agent.trace is not None:
+            self.agent.trace.event(
+                "rung", rung=rung.value, session=self.session.id, **_deadlines(self.ladder)
+            )
         on_step = self.agent.on_ladder_step
         if on_step is not None:
             try:
@@ -301,6 +307,16 @@ class PromptTurn:
             ),
             cancelled_by=self._machine.cancelled_by,
         )
+        if self.agent.trace is not None:
+            self.agent.trace.event(
+                "resolved",
+                session=self.session.id,
+                resolution=resolution.value,
+                stop_reason=stop_reason,
+                by=self._machine.resolved_by,
+                cancelled_by=self._machine.cancelled_by,
+                elapsed=round(now - self.started_at, 6),
+            )
         session = self.session
         if session.current_turn is self:
             session.current_turn = None
@@ -330,6 +346,15 @@ class PromptTurn:
             return CancelOutcome(
                 "current_turn", self.result.resolution, "finished", 0.0, self.result.stop_reason
             )
+        if self.agent.trace is not None:
+            self.agent.trace.event(
+                "cancel",
+                scope="current_turn",
+                by="host",
+                session=self.session.id,
+                request=self.request_id,
+                schedule={r.value: at for at, r in self.agent.ladder_policy.schedule()},
+            )
         self._observe(Observation(Seen.CANCEL))
         await self._done.wait()
         if self._release_task is not None:
@@ -348,3 +373,15 @@ class PromptTurn:
 
     def __repr__(self) -> str:
         return f"PromptTurn(session={self.session.id!r}, request={self.request_id!r}, done={self.done})"
+
+
+def _deadlines(ladder: CancelLadder | None) -> dict[str, float | None]:
+    """For a trace: when the rung just taken was due and when the next one is, in seconds after
+    the cancel (on the ladder's clock)."""
+    if ladder is None or not ladder.taken:
+        return {}
+    following = ladder.next_deadline()
+    return {
+        "due": round(ladder.taken[-1][0] - ladder.started_at, 6),
+        "next": None if following is None else round(following - ladder.started_at, 6),
+    }

@@ -86,6 +86,8 @@ class SessionHandle:
         started = clock.now()
         if scope not in ("current_turn", "session"):
             raise ValueError("a session cancels with scope 'current_turn' or 'session'")
+        if scope == "session" and self.agent.trace is not None:  # current_turn: the turn records it
+            self.agent.trace.event("cancel", scope=scope, by="host", session=self.id)
         turn = self.current_turn
         if turn is not None:
             outcome = await turn.cancel()

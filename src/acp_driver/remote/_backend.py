@@ -19,9 +19,12 @@ the same few calls, which is also everything the cancel ladder needs:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..core import OversizedLine
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
 
 Deliver = Callable[[bytes | OversizedLine], None]
 
@@ -70,6 +73,9 @@ class Backend(Protocol):
 
     def describe(self) -> str:
         """How the agent ended and its last stderr lines, for logs."""
+
+    def observe(self, trace: TraceSink) -> None:
+        """Record the agent's process in ``trace``: signals sent to it, its exit (a no-op in-process)."""
 
 
 BackendFactory = Callable[[str], Awaitable[Backend]]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..agent import Agent, AgentRuntime
-from ..aio import Connection
+from ..aio import Clock, Connection
 from ..core import OversizedLine, Received
 from ._backend import Backend, Deliver
 
@@ -52,10 +52,18 @@ class _MessageTransport:
 class InProcessBackend:
     """An ``Agent`` on its own ``AgentRuntime`` for one connection (see the module docstring)."""
 
-    def __init__(self, agent: Agent, name: str, *, max_message_bytes: int, cancel_timeout: float) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        name: str,
+        *,
+        max_message_bytes: int,
+        cancel_timeout: float,
+        clock: Clock | None = None,
+    ) -> None:
         self.name = name
         self.connection = Connection(name=name, max_line_bytes=max_message_bytes, close_timeout=0.5)
-        self.runtime = AgentRuntime(agent, self.connection, cancel_timeout=cancel_timeout)
+        self.runtime = AgentRuntime(agent, self.connection, cancel_timeout=cancel_timeout, clock=clock)
         self._deliver: Deliver | None = None
         self._gone: Callable[[], None] | None = None
         self._gone_called = False
@@ -126,15 +134,23 @@ class InProcessBackend:
     def describe(self) -> str:
         return f"in-process agent, connection {self.connection.close_reason or 'open'}"
 
+    def observe(self, trace: object) -> None:
+        pass  # no process: the messages and the ladder are recorded by the served connection
+
 
 def make_in_process(
-    factory: Callable[[], Agent], *, max_message_bytes: int, cancel_timeout: float
+    factory: Callable[[], Agent],
+    *,
+    max_message_bytes: int,
+    cancel_timeout: float,
+    clock: Clock | None = None,
 ) -> Callable[[str], Any]:
-    """A ``BackendFactory`` serving ``factory()`` in-process, one agent per connection."""
+    """A ``BackendFactory`` serving ``factory()`` in-process, one agent per connection (its
+    runtime's cancel timeout on ``clock``)."""
 
     async def start(name: str) -> Backend:
         return InProcessBackend(
-            factory(), name, max_message_bytes=max_message_bytes, cancel_timeout=cancel_timeout
+            factory(), name, max_message_bytes=max_message_bytes, cancel_timeout=cancel_timeout, clock=clock
         )
 
     return start

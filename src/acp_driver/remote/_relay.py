@@ -13,10 +13,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ..aio import ProcessGroup, StderrTail, drain_pipe, exit_description
 from ..core import LineFramer
 from ._backend import Backend, Deliver
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.remote.relay")
 
@@ -51,6 +55,7 @@ class SubprocessBackend:
     def __init__(self, process: ProcessGroup, name: str, max_message_bytes: int) -> None:
         self.process = process
         self.name = name
+        self.argv: list[str] = []
         self.stderr = StderrTail(name)
         self._framer = LineFramer(max_message_bytes)
         self._stdin: asyncio.WriteTransport | None = None
@@ -65,6 +70,7 @@ class SubprocessBackend:
     async def spawn(cls, argv: Sequence[str], name: str, *, max_message_bytes: int) -> SubprocessBackend:
         process = await ProcessGroup.aspawn(argv)
         backend = cls(process, name, max_message_bytes)
+        backend.argv = list(argv)
         popen = process.popen
         assert popen.stdin is not None
         assert popen.stderr is not None
@@ -165,6 +171,9 @@ class SubprocessBackend:
 
     def describe(self) -> str:
         return f"{exit_description(self.process.returncode)}; {self.stderr.describe()}"
+
+    def observe(self, trace: TraceSink) -> None:
+        self.process.observe(trace, self.argv)
 
 
 def _check(backend: SubprocessBackend) -> Backend:

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -48,6 +48,9 @@ from ..core import (
 )
 from ._backend import Backend
 from ._inflight import InFlight, answer_for_gone_client
+
+if TYPE_CHECKING:
+    from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.remote.server")
 
@@ -72,8 +75,13 @@ class ServedConnection:
         kind: str,
         max_backlog: int,
         clock: Clock | None = None,
+        *,
+        trace: TraceSink | None = None,
     ) -> None:
         self.id = connection_id
+        self.trace = trace
+        """Records the messages both ways (``out``: to the agent), the ladder and the agent's
+        process (``trace.bind(sink, conn=id)``), if anywhere."""
         self.max_backlog = max_backlog
         """Bytes written to the agent and not yet read by it before the connection is ended."""
         self.kind = kind
@@ -102,6 +110,9 @@ class ServedConnection:
         """When the agent's output was paused for a client that does not read (None: flowing)."""
 
     def start(self) -> None:
+        if self.trace is not None:
+            self.trace.event("connection_start", profile=self.kind, pid=self.backend.pid)
+            self.backend.observe(self.trace)
         self.backend.start(self._from_agent, self._agent_gone)
 
     @property
@@ -126,6 +137,8 @@ class ServedConnection:
             # re-encode compactly so that the NDJSON agent sees one line.
             text = encode_relayed(message)
         self.backend.send(text)
+        if self.trace is not None:
+            self.trace.wire("out", text)
         if self.backend.send_backlog > self.max_backlog:
             self.end(f"the agent does not read its input (over {self.max_backlog} bytes waiting)", 1008)
 
@@ -136,6 +149,11 @@ class ServedConnection:
             # Over HTTP the idle rule is about the client: output of a connection with no stream
             # open reaches nobody, so an agent that keeps streaming must not keep it alive.
             self.last_activity = self.clock.now()
+        if self.trace is not None:
+            if isinstance(item, OversizedLine):
+                self.trace.event("oversized", size=item.size, limit=item.limit)
+            else:
+                self.trace.wire("in", item)
         if isinstance(item, OversizedLine):
             logger.warning(
                 "%s: the agent sent a message of %d bytes (limit %d); dropped", self.id, item.size, item.limit
@@ -178,7 +196,10 @@ class ServedConnection:
             self._send_to_agent(answer_for_gone_client(request, reason))
 
     def _send_to_agent(self, message: dict[str, Any]) -> None:
-        self.backend.send(orjson.dumps(message))
+        text = orjson.dumps(message)
+        self.backend.send(text)
+        if self.trace is not None:
+            self.trace.wire("out", text, by="server")
 
     def _agent_gone(self) -> None:
         if not self.ending:
@@ -225,6 +246,14 @@ class ServedConnection:
         Returns the task that finishes when the agent is reaped."""
         if self._end_task is None:
             self.end_reason = reason
+            if self.trace is not None:
+                self.trace.event(
+                    "cancel",
+                    scope="connection",
+                    by="server",
+                    reason=reason,
+                    schedule={r.value: at for at, r in self.policy.schedule()},
+                )
             logger.info("%s: connection ends: %s", self.id, reason)
             for hook in self.on_end:
                 try:
@@ -246,6 +275,15 @@ class ServedConnection:
         resolved: asyncio.Future[Resolution] = self.loop.create_future()
 
         def on_resolved(resolution: Resolution, now: float) -> None:
+            ladder = self._machine.ladder
+            if self.trace is not None and ladder is not None:
+                self.trace.event(
+                    "resolved",
+                    scope="connection",
+                    resolution=resolution.value,
+                    by=ladder.resolved_by.value if ladder.resolved_by else None,
+                    elapsed=ladder.elapsed,
+                )
             if not resolved.done():
                 resolved.set_result(resolution)
 
@@ -296,6 +334,15 @@ class ServedConnection:
     def _on_rung(self, rung: Rung) -> None:
         """This connection's own part of a rung: before ``session/cancel``, the agent's pending
         requests are answered for the client that is gone."""
+        ladder = self.ladder
+        if self.trace is not None and ladder is not None:
+            self.trace.event(
+                "rung",
+                rung=rung.value,
+                scope="connection",
+                due=round(ladder.taken[-1][0] - ladder.started_at, 6),
+                next=_after(ladder),
+            )
         if rung is Rung.SESSION_CANCEL:
             self._answer_for_client()
         logger.debug("%s: ladder step %s", self.id, rung.value)
@@ -324,3 +371,9 @@ class ServedConnection:
 
 _GONE = Observation(Seen.GONE)
 _NOTHING_IN_FLIGHT = Observation(Seen.NOTHING_IN_FLIGHT)
+
+
+def _after(ladder: CancelLadder) -> float | None:
+    """When the ladder's next rung is due, in seconds after its start (for a trace)."""
+    following = ladder.next_deadline()
+    return None if following is None else round(following - ladder.started_at, 6)

@@ -33,6 +33,7 @@ from ..agent import Agent
 from ..aio import Clock, LoopClock, Timer
 from ..core import LadderPolicy
 from ..net import ENDPOINT_PATH, WS_GOING_AWAY, WS_POLICY
+from ..trace import bind, open_trace
 from ._asgi import Receive, Refused, Scope, Send, header, respond_error
 from ._backend import BackendFactory
 from ._defaults import (
@@ -117,8 +118,18 @@ class ServerSettings:
 class RemoteServer:
     """A running server (``url``, ``port``; ``async with`` or ``aclose()``); see the module docstring."""
 
-    def __init__(self, factory: BackendFactory, settings: ServerSettings, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        factory: BackendFactory,
+        settings: ServerSettings,
+        clock: Clock | None = None,
+        *,
+        trace: Any = None,
+    ) -> None:
         settings.check()
+        self.trace, self._owns_trace = open_trace(trace, role="server")
+        """Where every connection's messages and ladder are recorded (each event names its
+        ``conn``), if anywhere: a file path or a ``trace.TraceSink``."""
         self.settings = settings
         self.clock: Clock = clock if clock is not None else LoopClock()
         """What every connection's ladder and the idle sweep measure time on (a fake one in tests)."""
@@ -216,6 +227,8 @@ class RemoteServer:
                     await self._serve_task
                 for _ in range(3):  # the streams' done-callbacks run on the next iterations
                     await asyncio.sleep(0)
+        if self.trace is not None and self._owns_trace:
+            self.trace.close()
 
     async def __aenter__(self) -> RemoteServer:
         if self._serve_task is None:
@@ -246,8 +259,15 @@ class RemoteServer:
             raise Refused(500, f"the agent cannot start: {exc}") from None
         finally:
             self._starting -= 1
+        trace = bind(self.trace, conn=connection_id) if self.trace is not None else None
         conn = ServedConnection(
-            connection_id, backend, self.policy, kind, self.settings.max_buffered_bytes, self.clock
+            connection_id,
+            backend,
+            self.policy,
+            kind,
+            self.settings.max_buffered_bytes,
+            self.clock,
+            trace=trace,
         )
         self.connections[connection_id] = conn
         conn.on_end.append(lambda _reason, _code: self.http_connections.pop(connection_id, None))
@@ -382,12 +402,14 @@ async def serve_command(
     token: str | None = None,
     settings: ServerSettings | None = None,
     clock: Clock | None = None,
+    trace: Any = None,
     **options: Any,
 ) -> RemoteServer:
     """Serve a stdio agent: one ``argv`` process per connection (default: the bundled reference
     agent). ``options`` are the other ``ServerSettings`` fields (``allow_origins``,
     ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``; ``clock`` is what the
-    ladders and the idle sweep run on (the loop's by default). Returns the started server;
+    ladders and the idle sweep run on (the loop's by default); ``trace``: a file path or a
+    ``trace.TraceSink`` recording every connection (docs/trace.md). Returns the started server;
     ``ConfigError`` for settings that cannot work, ``OSError`` if it cannot listen."""
     import sys
 
@@ -398,7 +420,7 @@ async def serve_command(
     async def spawn(name: str) -> SubprocessBackend:
         return await SubprocessBackend.spawn(command, name, max_message_bytes=limit)
 
-    server = RemoteServer(spawn, resolved, clock)
+    server = RemoteServer(spawn, resolved, clock, trace=trace)
     await server.start()
     return server
 
@@ -412,6 +434,7 @@ async def serve_agent(
     settings: ServerSettings | None = None,
     cancel_timeout: float = 2.0,
     clock: Clock | None = None,
+    trace: Any = None,
     **options: Any,
 ) -> RemoteServer:
     """Serve ``factory()`` in-process: a fresh ``Agent`` (on its own ``AgentRuntime``) per
@@ -419,8 +442,8 @@ async def serve_agent(
     unwind). Other arguments as for ``serve_command``. Returns the started server."""
     resolved = _settings(settings, host, port, token, options)
     backend_factory = make_in_process(
-        factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout
+        factory, max_message_bytes=resolved.max_message_bytes, cancel_timeout=cancel_timeout, clock=clock
     )
-    server = RemoteServer(backend_factory, resolved, clock)
+    server = RemoteServer(backend_factory, resolved, clock, trace=trace)
     await server.start()
     return server

@@ -1,0 +1,82 @@
+"""A child's stderr, drained for ever into a bounded tail; how an exit status reads to people."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+
+class StderrTail:
+    """Drains a child's stderr forever: keeps a bounded tail, forwards lines to logging."""
+
+    def __init__(self, name: str, *, max_bytes: int = 64 * 1024) -> None:
+        self._log = logging.getLogger(f"acp_driver.stderr.{name}")
+        self._max = max_bytes
+        self._buf = bytearray()
+        self._partial = b""
+        self.total_bytes = 0
+        self.closed = False
+
+    def feed(self, data: bytes) -> None:
+        self.total_bytes += len(data)
+        buf = self._buf
+        buf += data
+        if len(buf) > 2 * self._max:
+            del buf[: len(buf) - self._max]
+        if self._log.isEnabledFor(logging.DEBUG):
+            lines = (self._partial + data).split(b"\n")
+            self._partial = lines.pop()[-self._max :]
+            for line in lines:
+                self._log.debug("%s", line.decode("utf-8", "replace"))
+
+    def lines(self, count: int = 20) -> list[str]:
+        """The last ``count`` lines seen."""
+        text = bytes(self._buf[-self._max :]).decode("utf-8", "replace")
+        return text.splitlines()[-count:]
+
+    def mark_closed(self) -> None:
+        """The stream ended."""
+        self.closed = True
+
+    def describe(self, count: int = 5) -> str:
+        """The last lines, ready to append to an error message."""
+        lines = self.lines(count)
+        if not lines:
+            return "no stderr output"
+        return "last stderr lines:\n  " + "\n  ".join(lines)
+
+
+class _DrainProtocol(asyncio.Protocol):
+    def __init__(self, on_data: Callable[[bytes], None], on_eof: Callable[[], None]) -> None:
+        self._on_data = on_data
+        self._on_eof = on_eof
+
+    def data_received(self, data: bytes) -> None:
+        self._on_data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._on_eof()
+
+
+async def drain_pipe(
+    pipe: Any, on_data: Callable[[bytes], None], on_eof: Callable[[], None]
+) -> asyncio.BaseTransport:
+    """Read ``pipe`` until EOF, passing every chunk to ``on_data``."""
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.connect_read_pipe(lambda: _DrainProtocol(on_data, on_eof), pipe)
+    return transport
+
+
+def exit_description(code: int | None) -> str:
+    """``exit status 3`` / ``killed by SIGKILL`` / ``still running``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"

@@ -1,0 +1,57 @@
+"""Seeing a cancellation: a wire trace, its summary and timeline page, OpenTelemetry spans.
+
+``launch(trace=...)``, ``connect(trace=...)``, ``serve_command(trace=...)`` and the CLI's
+``--trace FILE`` record every message and the lifecycle the wire does not show (docs/trace.md);
+``acp-driver trace FILE`` summarizes a recording, ``--html OUT`` draws it. ``OtelSink`` (the
+``otel`` extra) turns the same observations into OpenTelemetry spans. Nothing here imports
+asyncio; names are exported lazily, so the OpenTelemetry bridge loads only when used.
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._sink": (
+            "Bound",
+            "Tee",
+            "TraceSink",
+            "TraceTarget",
+            "bind",
+            "follow_connection",
+            "open_trace",
+            "wire_tracer",
+        ),
+        "._recorder": ("DEFAULT_MAX_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "SCHEMA_VERSION", "TraceRecorder"),
+        "._redact": ("REDACTED", "redact_argv", "redact_message"),
+        "._model": ("Trace", "TraceFormatError", "read_trace"),
+        "._summary": ("summarize",),
+        "._html": ("render_html",),
+        "._otel": ("OtelSink",),
+    },
+)
+
+if TYPE_CHECKING:
+    from ._html import render_html as render_html
+    from ._model import Trace as Trace
+    from ._model import TraceFormatError as TraceFormatError
+    from ._model import read_trace as read_trace
+    from ._otel import OtelSink as OtelSink
+    from ._recorder import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
+    from ._recorder import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
+    from ._recorder import SCHEMA_VERSION as SCHEMA_VERSION
+    from ._recorder import TraceRecorder as TraceRecorder
+    from ._redact import REDACTED as REDACTED
+    from ._redact import redact_argv as redact_argv
+    from ._redact import redact_message as redact_message
+    from ._sink import Bound as Bound
+    from ._sink import Tee as Tee
+    from ._sink import TraceSink as TraceSink
+    from ._sink import TraceTarget as TraceTarget
+    from ._sink import bind as bind
+    from ._sink import follow_connection as follow_connection
+    from ._sink import open_trace as open_trace
+    from ._sink import wire_tracer as wire_tracer
+    from ._summary import summarize as summarize

@@ -1,0 +1,165 @@
+"""What a trace of real turns holds, and what the summary and the page make of it.
+
+The reference agent runs in a subprocess (``scenario.py``); the trace is read back with the
+library's reader and, independently, line by line here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from acp_driver.trace import read_trace, render_html, summarize
+
+from .scenario import BUDGET, MARKUP, record
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@pytest.fixture
+async def scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "scenario.ndjson"
+    await record(path)
+    return path
+
+
+async def test_the_trace_records_every_message_and_the_lifecycle_of_the_cancels(scenario: Path) -> None:
+    found = events(scenario)
+    kinds = [e["kind"] for e in found]
+    assert kinds[0] == "trace"
+    assert [e["id"] for e in found] == list(range(len(found)))
+    times = [e["t"] for e in found]
+    assert times == sorted(times)
+    wire = [e for e in found if e["kind"] == "wire"]
+    methods = [e["msg"].get("method") for e in wire if e["dir"] == "out"]
+    assert methods.count("session/prompt") == 3
+    assert "session/cancel" in methods
+    assert "$/cancel_request" in methods
+    # the permission request was answered cancelled by the host (spec MUST), on the wire
+    asked = next(e["msg"]["id"] for e in wire if e["msg"].get("method") == "session/request_permission")
+    answer = next(
+        e for e in wire if e["dir"] == "out" and e["msg"].get("id") == asked and "result" in e["msg"]
+    )
+    assert answer["msg"]["result"] == {"outcome": {"outcome": "cancelled"}}
+    cancels = [e for e in found if e["kind"] == "cancel"]
+    assert len(cancels) == 2
+    assert all(c["scope"] == "current_turn" and c["by"] == "host" for c in cancels)
+    assert cancels[0]["schedule"] == {
+        "session_cancel": 0.0,
+        "cancel_request": BUDGET / 2,
+        "terminate": BUDGET * 0.75,
+        "kill": BUDGET,
+    }
+    rungs = [(e["rung"], e["due"], e["next"]) for e in found if e["kind"] == "rung"]
+    # turn 2: session/cancel only (the agent ended it); turn 3: up to SIGTERM, which killed it
+    assert rungs == [
+        ("session_cancel", 0.0, BUDGET / 2),
+        ("session_cancel", 0.0, BUDGET / 2),
+        ("cancel_request", BUDGET / 2, BUDGET * 0.75),
+        ("terminate", BUDGET * 0.75, BUDGET),
+    ]
+    signals = [(e["name"], e["to"]) for e in found if e["kind"] == "signal"]
+    assert signals[0] == ("SIGTERM", "agent")
+    exit_event = next(e for e in found if e["kind"] == "exit")
+    assert exit_event["status"] == -15
+    assert exit_event["description"] == "killed by SIGTERM"
+    resolved = [(e["resolution"], e["by"]) for e in found if e["kind"] == "resolved"]
+    assert resolved == [("completed", None), ("completed", "ignored"), ("killed", "terminate")]
+    assert any(e["kind"] == "connection_end" for e in found)
+    assert kinds.index("spawn") < kinds.index("exit")
+
+
+async def test_the_reader_finds_the_turns_their_permission_their_cancel_and_how_each_resolved(
+    scenario: Path,
+) -> None:
+    trace = read_trace(scenario)
+    assert trace.version == 1
+    (peer,) = trace.peers.values()
+    first, second, third = peer.turns
+    assert (first.index, second.index, third.index) == (1, 2, 3)
+    assert first.stop_reason == "end_turn"
+    assert first.cancel is None
+    assert len(first.updates) == len(MARKUP.split(" "))
+    assert "</script>" in first.prompt
+    (permission,) = second.permissions
+    assert permission.outcome == "cancelled"
+    assert second.cancel is not None
+    assert second.cancel.t <= permission.end
+    assert second.resolution == "completed"
+    assert second.resolved_by == "ignored"
+    assert third.resolution == "killed"
+    assert third.resolved_by == "terminate"
+    assert third.end is None
+    assert third.finish is not None
+    assert [m.event["rung"] for m in third.rungs] == ["session_cancel", "cancel_request", "terminate"]
+    assert [m.kind for m in peer.markers if m.kind in ("spawn", "signal", "exit")][:1] == ["spawn"]
+
+
+async def test_the_summary_tells_each_turn_and_which_rung_resolved_the_cancel(scenario: Path) -> None:
+    text = summarize(read_trace(scenario))
+    assert "turn 1" in text
+    assert "turn 2" in text
+    assert "turn 3" in text
+    assert "permissions: 1:" in text
+    assert "cancelled" in text
+    assert "resolved killed by terminate in" in text
+    assert "rungs: session_cancel at +" in text
+    assert "terminate at +" in text
+    assert "SIGTERM sent to the agent" in text
+    assert "agent killed by SIGTERM" in text
+    assert "\x1b" not in text
+
+
+async def test_the_page_holds_agent_text_as_text(scenario: Path) -> None:
+    page = render_html(read_trace(scenario))
+    assert page.count("<script") == 2  # the data block and the page's own script; nothing of the agent's
+    assert "</script><script>window.__pwned" not in page
+    assert "<img src=x" not in page
+    assert "<b>bold</b>" not in page
+    assert "&lt;/script&gt;" in page  # the lane label, escaped
+    assert "\\u003c/script\\u003e" in page  # the hover data, escaped inside its JSON block
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page
+
+
+LATE_AGENT = Path(__file__).resolve().parents[1] / "driver" / "agents" / "late_updates.py"
+
+
+async def test_updates_after_the_answer_are_late_on_the_turn_they_came_after(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import sys
+
+    path = tmp_path / "late.ndjson"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "chat",
+        "--trace",
+        str(path),
+        "--agent",
+        f"{sys.executable} {LATE_AGENT}",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "ACP_TEST_LATE_MODE": "same_write"},  # the late chunk in the answer's read
+    )
+    async with asyncio.timeout(60):
+        _out, err = await proc.communicate(b"first\nsecond\n")
+    assert proc.returncode == 0, err.decode()
+    first, second = read_trace(path).turns
+    # turn 1: a chunk written with its answer; turn 2: first of all an update of turn 1's tool call
+    assert [m.label for m in first.late] == [
+        "agent_message_chunk after the turn's answer",
+        "tool_call_update of a tool call of turn 1",
+    ]
+    assert first.late[0].eid > first.end_eid  # type: ignore[operator]
+    assert second.late == []
+    assert second.update_kinds() == {"agent_message_chunk": 2}
+    assert "late updates after the answer: 2" in summarize(read_trace(path))
