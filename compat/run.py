@@ -57,6 +57,8 @@ class Agent:
     python: tuple[int, int] = (3, 11)
     """For a PyPI agent: the oldest Python it installs on."""
     check_args: list[str] = field(default_factory=list)
+    timeout: float | None = None
+    """``check --timeout`` for this agent, when it needs more than the run's ``--timeout``."""
     setup: list[str] = field(default_factory=list)
     """What the run does to make it work, for the doc (kept next to the code that does it)."""
 
@@ -111,10 +113,16 @@ AGENTS = [
         api="anthropic",
         registry="pypi",
         python=(3, 13),
+        check_args=["--terminal"],
+        timeout=20.0,
         setup=[
             "Installed from PyPI into its own virtual environment (it needs Python >= 3.13).",
             "`--model haiku` (Anthropic API: `ANTHROPIC_BASE_URL` at the stand-in, a dummy key); "
             "`--shell` gives it a shell tool for the permission probe.",
+            "`--terminal`: the audit offers it real terminals (it asks permission only when the "
+            "client has them).",
+            "`--timeout 20`: it takes 6-7 s to answer `initialize` on an idle machine (its imports), "
+            "more than 10 s on a loaded one.",
         ],
     ),
 ]
@@ -424,7 +432,9 @@ def where_tools_run(agent: Agent, cache: Path, model: FakeModel, check_args: lis
                 "protocolVersion": 1,
                 "clientCapabilities": {
                     "fs": {"readTextFile": False, "writeTextFile": False},
-                    "terminal": False,
+                    # As the audit: terminals offered with --terminal (their requests are refused
+                    # here; this probe only watches whether the agent asks, and where it runs).
+                    "terminal": "--terminal" in check_args,
                 },
             },
         )
@@ -647,7 +657,8 @@ def main() -> int:
                 documents[agent.name] = {"verdict": "error", "error": "not installed", "exitCode": None}
                 continue
             log(f"auditing {agent.name} {versions[agent.name]}")
-            documents[agent.name] = audit(agent, cache, model, opts.timeout, agent.check_args)
+            timeout = max(opts.timeout, agent.timeout or 0.0)
+            documents[agent.name] = audit(agent, cache, model, timeout, agent.check_args)
             log(f"{agent.name}: {documents[agent.name].get('verdict')}")
             tools = where_tools_run(agent, cache, model, agent.check_args)
             documents[agent.name]["tools"] = tools
@@ -655,9 +666,7 @@ def main() -> int:
             if "--mode" in agent.check_args:
                 # What the permission rules do in the session's own default mode, for the doc.
                 at = agent.check_args.index("--mode")
-                bare = audit(
-                    agent, cache, model, opts.timeout, agent.check_args[:at] + agent.check_args[at + 2 :]
-                )
+                bare = audit(agent, cache, model, timeout, agent.check_args[:at] + agent.check_args[at + 2 :])
                 found = [r for r in bare.get("results", []) if r["rule"] == PERMISSION_RULE]
                 what = f"{found[0]['result'].upper()}: {found[0]['evidence']}" if found else bare.get("error")
                 extra[agent.name].append(

@@ -17,8 +17,23 @@ audit's verdict on it can be tested against a real process over real pipes.
     --permission-end-turn   a permission answered "cancelled" ends the turn with end_turn
     --ask-mode MODE         only ask permission in this session mode (set with session/set_mode)
     --auth METHOD           advertise METHOD; session/new fails until authenticate(METHOD)
+    --in-flight             like --race, but the first turn's second chunk comes right after the
+                            cancel, with the end_turn (as if both were on their way already)
+    --refuse-cancel CODE    session/cancel is answered with an id-less error CODE naming it an
+                            unknown method (codex-acp and others have answered -32601/-32603)
+    --late-update           a cancelled turn's answer and one more chunk go out in one write
+    --stall                 a prompt gets no update and no answer until it is cancelled (a model
+                            that cannot be reached); a cancel is answered at once
+    --poison-idle-cancel    a session/cancel on an idle session makes that session's next prompt
+                            never answered (other sessions are fine)
+    --answer-at-cancel      a permission turn answers the prompt cancelled as soon as the cancel
+                            arrives, leaving its permission request pending (not withdrawn)
+    --ask-with-terminal PIDFILE  ask permission only when the client offers terminals, having
+                            started one first: ``sh -c 'echo $$ > PIDFILE; exec sleep 600'``
+    --name NAME             the agentInfo name it reports
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
+    --fail-after N          with --pidfile: exit at once (status 3) if N pids are in it already
     --log PATH              append every message received (one JSON per line)
     --pidfile PATH          append this process's pid
 """
@@ -66,6 +81,8 @@ class Agent:
         self.answered = threading.Condition()
         self.next_id = 1000
         self.raced = False
+        self.terminal = False
+        self.poisoned: set[str] = set()
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -80,6 +97,8 @@ class Agent:
             return
         rid = msg["id"]
         if method == "initialize":
+            caps = params.get("clientCapabilities") or {}
+            self.terminal = caps.get("terminal") is True
             methods = [{"id": self.opts.auth, "name": "Test login"}] if self.opts.auth else []
             send(
                 {
@@ -88,7 +107,7 @@ class Agent:
                         "protocolVersion": 1,
                         "agentCapabilities": {},
                         "authMethods": methods,
-                        "agentInfo": {"name": "quirky-agent", "version": "1"},
+                        "agentInfo": {"name": self.opts.name, "version": "1"},
                     },
                 }
             )
@@ -110,6 +129,8 @@ class Agent:
             self.modes[params["sessionId"]] = params["modeId"]
             send({"id": rid, "result": {}})
         elif method == "session/prompt":
+            if params.get("sessionId") in self.poisoned:
+                return  # never answered
             if self.opts.close_stdout:
                 with lock:
                     sys.stdout.flush()
@@ -125,9 +146,14 @@ class Agent:
 
     def notification(self, method: str, params: dict[str, Any]) -> None:
         if method == "session/cancel":
+            if self.opts.refuse_cancel is not None:
+                error = {"code": self.opts.refuse_cancel, "message": "Unknown method: session/cancel"}
+                send({"error": error})
             turn = self.turns.get(params.get("sessionId", ""))
             if turn is not None:
                 turn[1].set()
+            elif self.opts.poison_idle_cancel:
+                self.poisoned.add(params.get("sessionId", ""))
             return
         if (
             method == "$/cancel_request"
@@ -143,7 +169,10 @@ class Agent:
 
     def turn(self, sid: str, rid: Any, text: str, cancelled: threading.Event) -> None:
         stop = "end_turn"
-        if text == "hello":
+        if self.opts.stall:
+            cancelled.wait()
+            stop = "cancelled"
+        elif text == "hello":
             chunk(sid, "hello")
         elif "permission" in text:
             stop = self.permission_turn(sid, cancelled)
@@ -153,11 +182,13 @@ class Agent:
                 time.sleep(self.opts.warm_up / 1000)
                 cancelled.clear()  # a cancel before the model call is lost
             count, ms = self.opts.stream
-            if self.opts.race:
+            if self.opts.race or self.opts.in_flight:
                 chunk(sid, "done")
                 if not self.raced:
                     self.raced = True
                     cancelled.wait(10)
+                    if self.opts.in_flight:
+                        chunk(sid, "already on its way")
                 count = 0
             for i in range(count):
                 if cancelled.wait(ms / 1000):
@@ -166,11 +197,31 @@ class Agent:
                 if not self.opts.silent:
                     chunk(sid, f"chunk {i} ")
         self.turns.pop(sid, None)
+        if self.opts.late_update and stop == "cancelled":
+            body = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "late"}}
+            late = {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": sid, "update": body},
+            }
+            with lock:  # both in one write: they arrive together
+                answer = {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}}
+                sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(late) + "\n")
+                sys.stdout.flush()
+            return
         send({"id": rid, "result": {"stopReason": stop}})
 
     def permission_turn(self, sid: str, cancelled: threading.Event) -> str:
         call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
-        if self.opts.ask_mode is not None and self.modes.get(sid) != self.opts.ask_mode:
+        if self.opts.ask_with_terminal and self.terminal:
+            line = f"echo $$ > {self.opts.ask_with_terminal}.tmp && mv {self.opts.ask_with_terminal}.tmp {self.opts.ask_with_terminal}; exec sleep 600"
+            with self.answered:
+                tid = self.next_id
+                self.next_id += 1
+            params = {"sessionId": sid, "command": "sh", "args": ["-c", line]}
+            send({"id": tid, "method": "terminal/create", "params": params})
+        unasked = self.opts.ask_mode is not None and self.modes.get(sid) != self.opts.ask_mode
+        if unasked or (self.opts.ask_with_terminal and not self.terminal):
             update(sid, {"sessionUpdate": "tool_call", **call})
             update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
             return "end_turn"
@@ -189,6 +240,9 @@ class Agent:
                 "params": {"sessionId": sid, "toolCall": call, "options": options},
             }
         )
+        if self.opts.answer_at_cancel:
+            cancelled.wait(30)
+            return "cancelled"
         with self.answered:
             self.answered.wait_for(lambda: pid in self.permission_answers)
             answer = self.permission_answers.pop(pid)
@@ -212,13 +266,26 @@ def main() -> None:
     parser.add_argument("--permission-end-turn", action="store_true")
     parser.add_argument("--ask-mode", default=None)
     parser.add_argument("--auth", default=None)
+    parser.add_argument("--name", default="quirky-agent")
+    parser.add_argument("--in-flight", action="store_true")
+    parser.add_argument("--refuse-cancel", type=int, default=None)
+    parser.add_argument("--stall", action="store_true")
+    parser.add_argument("--late-update", action="store_true")
+    parser.add_argument("--poison-idle-cancel", action="store_true")
+    parser.add_argument("--answer-at-cancel", action="store_true")
+    parser.add_argument("--ask-with-terminal", default=None, metavar="PIDFILE")
     parser.add_argument("--message-id", default=None)
     parser.add_argument("--close-stdout", action="store_true")
     parser.add_argument("--log", default=None)
     parser.add_argument("--pidfile", default=None)
+    parser.add_argument("--fail-after", type=int, default=None)
     opts = parser.parse_args()
     global MESSAGE_ID
     MESSAGE_ID = opts.message_id
+    if opts.pidfile and opts.fail_after is not None and os.path.exists(opts.pidfile):
+        with open(opts.pidfile) as f:
+            if len(f.read().split()) >= opts.fail_after:
+                sys.exit(3)
     if opts.pidfile:
         with open(opts.pidfile, "a") as f:
             f.write(f"{os.getpid()}\n")

@@ -72,8 +72,11 @@ def test_id_less_replies_to_notifications_fail() -> None:
     assert found["result"] == "fail", found
     assert "4 reply(ies) to 5 notifications (4 without an id)" in found["evidence"]
     assert code == 5
-    # $/cancel_request answered "Method not found" without an id: said in its evidence too.
-    assert "it answered the notification with" in rule(doc, CANCEL_REQUEST_RULE)["evidence"]
+    # $/cancel_request answered "Method not found" without an id: a verdict, said in its evidence.
+    found = rule(doc, CANCEL_REQUEST_RULE)
+    assert found["result"] == "fail", found
+    assert "it answered $/cancel_request with" in found["evidence"]
+    assert "it does not implement it" in found["evidence"]
 
 
 def test_id_less_parse_error_counts_as_a_reply() -> None:
@@ -166,7 +169,9 @@ def test_auth_and_mode_set_up_each_probe_in_a_throwaway_dir(tmp_path: Path) -> N
     code, doc = check("--auth", "login", "--permission-prompt", "permission", agent=agent)
     assert rule(doc, PERMISSION_RULE)["result"] == "skip"  # the default mode never asks
     assert code == 6
-    assert doc["hint"].endswith("a --permission-prompt that makes it ask permission (or a --mode that asks)")
+    assert doc["hint"].endswith(
+        "a --permission-prompt that makes it ask permission (or a --mode that asks, or --terminal)"
+    )
 
     log.unlink()
     code, doc = check(

@@ -8,6 +8,7 @@ never answers ``initialize``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from ..procs import pid_alive
+from .clean import assert_clean
 
 CLI = [sys.executable, "-m", "acp_driver"]
 STUB = Path(__file__).parent / "agents" / "stub.py"
@@ -117,22 +119,25 @@ def test_sigterm_and_sighup_cancel_the_turn_like_ctrl_c(sig: signal.Signals, tmp
     assert group_gone(terminal)  # the terminal's whole process group
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_while_the_agent_initializes_aborts_at_once(sig: signal.Signals, tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["run", "chat"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_while_the_agent_initializes_aborts_at_once(
+    sig: signal.Signals, command: str, tmp_path: Path
+) -> None:
     """The agent never answers ``initialize`` and ignores stdin EOF and SIGTERM: the CLI does not
-    wait for the 30 s initialize timeout; it exits 128+N at once and the agent is gone."""
+    wait for the 30 s initialize timeout; it exits 128+N at once, the agent is gone, and stderr
+    has no traceback and no asyncio report of the abandoned ``initialize``."""
     pidfile = tmp_path / "agent.pid"
-    proc = spawn_cli(
-        "run",
-        "--agent",
-        stub("--hang-initialize", "--ignore-eof", "--ignore-term", "--pidfile", str(pidfile)),
-        "x",
-    )
+    agent_cmd = stub("--hang-initialize", "--ignore-eof", "--ignore-term", "--pidfile", str(pidfile))
+    args = ["run", "--agent", agent_cmd, "x"] if command == "run" else ["chat", "--agent", agent_cmd]
+    proc = spawn_cli(*args)
     agent = int(wait_for_file(pidfile, proc))
     proc.send_signal(sig)
     _out, err = finish(proc, timeout=25)  # well under the 30 s initialize timeout
     assert proc.returncode == 128 + sig, err
-    assert "Traceback" not in err
+    assert_clean(err)
+    what = "Ctrl-C" if sig == signal.SIGINT else sig.name
+    assert f"error: {what} while the agent was starting: aborted" in err
     assert gone(agent)
 
 
@@ -151,7 +156,48 @@ def test_a_second_signal_while_the_agent_initializes_kills_it(tmp_path: Path) ->
     assert {"type": "note", "message": "killing the agent (SIGKILL)"} in events
     assert events[-1] == {"type": "error", "message": "Ctrl-C while the agent was starting: aborted"}
     assert proc.returncode == 130, err
+    assert_clean(err)
     assert gone(agent)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_once_the_agent_is_reaped_keeps_the_exit_code(sig: signal.Signals, tmp_path: Path) -> None:
+    """From the turn's result to the CLI's exit, signals keep coming: while the agent is shut
+    down each one acts on the agent (exit 128+N); once it is reaped none kills the CLI by the
+    default action. Either way the exit is the promised code, never a death by the signal."""
+    pidfile = tmp_path / "agent.pid"
+    proc = spawn_cli("run", "--json", "--agent", stub("--pidfile", str(pidfile)), "hello")
+    read_events(proc, lambda e: e["type"] == "result")
+    agent = int(pidfile.read_text())
+    sent = 0
+    while proc.poll() is None:  # a signal every millisecond until the CLI has exited
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        sent += 1
+        time.sleep(0.001)
+    _out, err = finish(proc)
+    assert sent > 0
+    assert proc.returncode in (0, 128 + sig), (proc.returncode, err)  # never -sig: killed by it
+    assert_clean(err)
+    assert gone(agent)
+
+
+def test_check_keeps_its_exit_code_when_a_signal_comes_at_its_end() -> None:
+    """Once the audit's document is out (every agent reaped), a storm of SIGTERM until exit:
+    the exit is the audit's code (or 143 if one came before the end), never a death by it."""
+    proc = spawn_cli("check", "--json", "--timeout", "1.5", "--busy-prompt", "hello")
+    assert proc.stdout is not None
+    assert proc.stdout.read(1) == "{"  # the document is written at the end, all at once
+    sent = 0
+    while proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        sent += 1
+        time.sleep(0.001)
+    _out, err = finish(proc)
+    assert sent > 0
+    assert proc.returncode in (6, 143), (proc.returncode, err)
+    assert_clean(err)
 
 
 def test_ctrl_c_during_shutdown_never_orphans_the_agent(tmp_path: Path) -> None:

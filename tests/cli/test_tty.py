@@ -120,5 +120,8 @@ def test_ctrl_c_closes_an_open_permission_question() -> None:
         os.close(leader)
     text = seen.decode(errors="replace")
     assert code == 130, text
-    assert "permission request withdrawn" in text
+    # This host cancelled the turn and answered the question cancelled: not the agent's withdrawal.
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    assert "permission Edit a pretend file: cancelled (the turn was cancelled)" in plain
+    assert "withdrawn" not in text
     assert "turn cancelled" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Sequence
 
@@ -27,10 +28,25 @@ def _options(argv: list[str]) -> tuple[str, int]:
     return opts.behavior, opts.verbose
 
 
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
 def agent_main(argv: Sequence[str]) -> int:
     # Hosts start it without options: then no parser, which is a tenth of the agent's start-up
     # (argparse's help formatter imports shutil and, through it, the compression modules).
     behavior, verbose = _options(list(argv)) if argv else ("polite", 0)
+    for fd, name, role in ((0, "stdin", "reads its messages"), (1, "stdout", "writes its messages")):
+        if _closed(fd):  # ``<&-`` / ``>&-``: an ACP agent has no other channel
+            if not _closed(2):
+                os.write(
+                    2, f"acp-driver agent: error: {name} is closed: an ACP agent {role} on {name}\n".encode()
+                )
+            return 1
     if verbose:
         logging.basicConfig(
             level=logging.DEBUG if verbose > 1 else logging.INFO,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import io
 import math
 import os
 import shlex
@@ -11,31 +11,19 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
-
-if TYPE_CHECKING:
-    import ssl
+from typing import NoReturn
 
 from .. import __version__
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-"""The agent failed to start, or a protocol error."""
-EXIT_USAGE = 2
-EXIT_AGENT_EXITED = 3
-"""The agent exited (or was killed) while a turn was running, unasked."""
-EXIT_AGENT_ERROR = 4
-"""The agent answered the prompt with an error."""
-EXIT_CHECK_FAILED = 5
-"""``check``: at least one MUST rule failed (with ``--strict``: MUST, SHOULD or MAY)."""
-EXIT_CHECK_INCONCLUSIVE = 6
-"""``check``: nothing failed, but a MUST rule was skipped (untested): no verdict."""
-EXIT_DISCONNECTED = 7
-"""A remote agent's connection was lost while a turn was running (server or network gone)."""
-EXIT_TIMEOUT = 124
-"""``--turn-timeout`` cancelled the turn."""
-EXIT_INTERRUPTED = 130
-"""Ctrl-C cancelled the turn (128 + SIGINT; any signal N that ends a command gives 128 + N)."""
+from ._codes import EXIT_ERROR, EXIT_USAGE
+from ._options import add_common, as_text, seconds, setup_logging, writable_trace
+from ._remote_options import (
+    RemoteExtraMissing,
+    agent_url,
+    check_url,
+    parse_cacert,
+    parse_headers,
+    require_remote_extra,
+)
 
 MAIN_EPILOG = """\
 examples:
@@ -74,85 +62,11 @@ def _agent_argv(command: str | None, parser: argparse.ArgumentParser | None = No
     return argv
 
 
-def agent_url(command: str | None) -> str | None:
-    """The URL given as ``--agent`` (``ws://``, ``wss://``, ``http://``, ``https://``), else None."""
-    if command is None:
-        return None
-    text = command.strip()
-    if text.lower().startswith(("ws://", "wss://", "http://", "https://")) and not any(
-        c.isspace() for c in text
-    ):
-        return text
-    return None
-
-
-def parse_headers(
-    parser: argparse.ArgumentParser, values: list[str] | None, url: str | None
-) -> dict[str, str]:
-    """``--header 'Name: value'`` (repeatable) as a dict; refused without a URL agent (exit 2)."""
-    if not values:
-        return {}
-    if url is None:
-        parser.error("--header needs a remote agent (--agent ws://... or http(s)://...)")
-    headers: dict[str, str] = {}
-    for value in values:
-        name, sep, rest = as_text(value).partition(":")
-        name = name.strip()
-        if not sep or not name or any(c.isspace() or ord(c) < 33 or c in '()<>@,;:\\"/[]?={}' for c in name):
-            parser.error(f"--header {value!r}: expected 'Name: value'")
-        if any(c in rest for c in "\r\n\0"):
-            parser.error(f"--header {value!r}: a value cannot hold a line break")
-        headers[name] = rest.strip()
-    return headers
-
-
-def parse_cacert(parser: argparse.ArgumentParser, path: str | None, url: str | None) -> ssl.SSLContext | None:
-    """``--cacert FILE``: a TLS context trusting the system's authorities and the PEM file's (a
-    private CA, a self-signed server); refused without a ``wss://``/``https://`` agent (exit 2)."""
-    if path is None:
-        return None
-    if url is None or not url.lower().startswith(("wss://", "https://")):
-        parser.error("--cacert needs a TLS agent URL (--agent wss://... or https://...)")
-    import ssl  # lazily: only a TLS agent pays for it
-
-    context = ssl.create_default_context()
-    try:
-        context.load_verify_locations(cafile=path)
-    except (OSError, ssl.SSLError) as exc:
-        parser.error(f"--cacert {path!r}: not a readable PEM certificate file ({exc})")
-    return context
-
-
 def _usage(parser: argparse.ArgumentParser | None, message: str) -> NoReturn:
     if parser is not None:
         parser.error(message)
     sys.stderr.write(f"acp-driver: error: {message}\n")
     raise SystemExit(EXIT_USAGE)
-
-
-def writable_trace(parser: argparse.ArgumentParser, path: str) -> None:
-    """``--trace FILE``: refuse at once (exit 2) a file that cannot be written."""
-    try:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))  # a trace is private
-    except OSError as exc:
-        parser.error(f"--trace {path!r}: cannot write it ({exc.strerror or exc})")
-
-
-def _seconds(value: str) -> float:
-    """An argparse ``type``: a finite number of seconds (``nan`` and ``inf`` are refused)."""
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
-    if not math.isfinite(number):
-        raise argparse.ArgumentTypeError(f"not a finite number of seconds: {value!r}")
-    return number
-
-
-def as_text(value: str) -> str:
-    """Command-line (or stdin) text as Unicode that can be sent: bytes that are not UTF-8 (which
-    Python keeps as lone surrogates) become U+FFFD, the way Python's own tools decode them."""
-    return os.fsencode(value).decode("utf-8", "replace")
 
 
 def _utf8_path(parser: argparse.ArgumentParser, option: str, path: str) -> str:
@@ -164,13 +78,6 @@ def _utf8_path(parser: argparse.ArgumentParser, option: str, path: str) -> str:
         hint = "" if option else " (pass --cwd)"
         parser.error(f"{what} is not valid UTF-8; ACP can only send UTF-8 paths{hint}")
     return path
-
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="more logging on stderr (-vv: debug)"
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", help="only the agent's output and errors")
 
 
 def _add_session_options(parser: argparse.ArgumentParser) -> None:
@@ -187,7 +94,7 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cancel-grace",
         metavar="SEC",
-        type=_seconds,
+        type=seconds,
         default=None,
         help="the cancel ladder's whole budget, from cancel to SIGKILL (default: 6)",
     )
@@ -199,6 +106,7 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
         "--deny", action="store_true", help="deny every permission request (the default off a TTY)"
     )
     _add_auth(parser)
+    _add_mode(parser)
     _add_trace(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
@@ -242,6 +150,15 @@ def _add_auth(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_mode(parser: argparse.ArgumentParser, when: str = "after session/new") -> None:
+    parser.add_argument(
+        "--mode",
+        metavar="MODE_ID",
+        default=None,
+        help=f"session/set_mode to this mode {when} (some agents run tools unasked in their default mode)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acp-driver",
@@ -263,10 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="?", help="the prompt (default: read stdin when it is not a TTY)")
     _add_session_options(run)
     run.add_argument(
-        "--turn-timeout", metavar="SEC", type=_seconds, default=None, help="cancel the turn after SEC"
+        "--turn-timeout", metavar="SEC", type=seconds, default=None, help="cancel the turn after SEC"
     )
     run.add_argument("--json", action="store_true", help="one JSON object per line for every event")
-    _add_common(run)
+    add_common(run)
 
     chat = sub.add_parser(
         "chat",
@@ -275,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         "agent); Ctrl-D ends the chat.",
     )
     _add_session_options(chat)
-    _add_common(chat)
+    add_common(chat)
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
     sub.add_parser("serve", help="serve an agent over WebSocket and HTTP (see: acp-driver serve --help)")
@@ -304,7 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--busy-after",
         metavar="SEC",
-        type=_seconds,
+        type=seconds,
         default=None,
         help="cancel SEC after the prompt even without turn activity (for agents silent while "
         "working; default: wait for the first chunk, tool call or plan, up to --timeout)",
@@ -319,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a prompt that makes the agent ask for permission",
     )
     check.add_argument(
-        "--timeout", metavar="SEC", type=_seconds, default=10.0, help="how long to wait for each step"
+        "--timeout", metavar="SEC", type=seconds, default=10.0, help="how long to wait for each step"
     )
     check.add_argument(
         "--strict",
@@ -335,8 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_auth(check)
     _add_header(check)
+    _add_mode(check, "before each probe")
     check.add_argument(
-        "--mode", metavar="MODE_ID", default=None, help="session/set_mode to this mode before each probe"
+        "--terminal",
+        action="store_true",
+        help="offer the agent real terminals (clientCapabilities.terminal): the commands it runs "
+        "run here, in the sessions' directory, and are killed with their probe; some agents only "
+        "ask permission when a terminal is offered (default: no terminal)",
     )
     _add_trace(check)
     check.add_argument(
@@ -344,22 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=argparse.REMAINDER,
         help="-- AGENT_CMD... or -- URL of a remote agent (default: reference agent)",
     )
-    _add_common(check)
+    add_common(check)
     return parser
-
-
-def _setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING
-    if quiet:
-        level = logging.ERROR
-    elif verbose == 1:
-        level = logging.INFO
-    elif verbose > 1:
-        level = logging.DEBUG
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    if verbose == 0:
-        # The console already shows each ladder step; keep the log for -v.
-        logging.getLogger("acp_driver.driver").setLevel(logging.ERROR)
 
 
 def cli_main(argv: Sequence[str]) -> int:
@@ -368,64 +276,133 @@ def cli_main(argv: Sequence[str]) -> int:
     if opts.command is None:
         parser.print_help()
         return EXIT_USAGE
-    _setup_logging(opts.verbose, opts.quiet)
-    if getattr(opts, "trace", None) is not None:
-        writable_trace(parser, opts.trace)
-    if opts.command in ("run", "chat"):
-        if getattr(opts, "turn_timeout", None) is not None and opts.turn_timeout <= 0:
-            parser.error("--turn-timeout must be positive")
-        if opts.cancel_grace is not None and opts.cancel_grace < 0:
-            parser.error("--cancel-grace must be >= 0")
-        if opts.cwd is not None:
-            _utf8_path(parser, "--cwd", opts.cwd)
-        cwd = _utf8_path(parser, "", os.path.abspath(opts.cwd or os.getcwd()))
-        if not os.path.isdir(cwd):
-            parser.error(f"--cwd {opts.cwd!r} is not a directory")
-        opts.agent_url = agent_url(opts.agent)
-        opts.headers = parse_headers(parser, opts.header, opts.agent_url)
-        opts.ssl_context = parse_cacert(parser, opts.cacert, opts.agent_url)
-        agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
-        if opts.auth is not None:
-            opts.auth = as_text(opts.auth)
-        from ._run import chat_command, run_command
-
-        if opts.command == "run":
-            prompt = opts.prompt
-            if prompt is None:
-                if sys.stdin is None or sys.stdin.isatty():
-                    parser.error("give a PROMPT (or pipe one on stdin)")
-                prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
-            return run_command(opts, agent_argv, cwd, as_text(prompt))
-        return chat_command(opts, agent_argv, cwd)
-    if opts.command == "check":
-        command = list(opts.agent_command)
-        if command and command[0] == "--":
-            command = command[1:]
-        if not (math.isfinite(opts.timeout) and opts.timeout > 0):
-            parser.error("--timeout must be a positive number of seconds")
-        if opts.busy_after is not None and not (math.isfinite(opts.busy_after) and opts.busy_after > 0):
-            parser.error("--busy-after must be a positive number of seconds")
-        session_cwd: str | None = None
-        if opts.cwd is not None:
-            session_cwd = _utf8_path(parser, "--cwd", os.path.abspath(opts.cwd))
-            if not os.path.isdir(session_cwd):
-                parser.error(f"--cwd {opts.cwd!r} is not a directory")
-        for name in ("busy_prompt", "quick_prompt", "permission_prompt", "auth", "mode"):
-            if getattr(opts, name) is not None:
-                setattr(opts, name, as_text(getattr(opts, name)))
-        url = agent_url(command[0]) if len(command) == 1 else None
-        opts.agent_url = url
-        opts.headers = parse_headers(parser, opts.header, url)
-        opts.ssl_context = parse_cacert(parser, opts.cacert, url)
-        return _check_obeying_signals(opts, command or _agent_argv(None), session_cwd)
+    if opts.command in ("run", "chat", "check"):
+        if isinstance(sys.stdout, io.TextIOWrapper):
+            # A terminal whose encoding cannot write a character (a Latin-1 locale and "✓"):
+            # a replacement, never an exception.
+            sys.stdout.reconfigure(errors="replace")
+        closed = _closed_std_streams()
+        setup_logging(opts.verbose, opts.quiet)
+        if 1 in closed:
+            sys.stderr.write(
+                f"acp-driver {opts.command}: error: stdout is closed: nothing could be shown "
+                "(redirect it to a file or /dev/null instead)\n"
+            )
+            return EXIT_ERROR
+        if opts.trace is not None:
+            writable_trace(parser, opts.trace)
+    try:
+        if opts.command in ("run", "chat"):
+            return _run_or_chat(parser, opts)
+        if opts.command == "check":
+            return _check(parser, opts)
+    except RemoteExtraMissing as exc:
+        sys.stderr.write(f"acp-driver {opts.command}: error: {exc}\n")
+        return EXIT_ERROR
     parser.print_help()
     return EXIT_USAGE
+
+
+def _closed_std_streams() -> list[int]:
+    """Which of fds 0, 1, 2 were closed when the CLI started (``<&-``, ``>&-``, ``2>&-``).
+
+    Each is opened on /dev/null: a pipe to the agent must never get fd 0, 1 or 2 (the CLI would
+    then write into it, or read from it, as if it were a standard stream)."""
+    closed = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(fd)
+    for fd in closed:
+        opened = os.open(os.devnull, os.O_RDWR)  # the lowest free number: ``fd`` itself
+        if opened != fd:  # pragma: no cover - a lower fd was closed meanwhile
+            os.dup2(opened, fd)
+            os.close(opened)
+    if 2 in closed:
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - for the process's life
+    return closed
+
+
+def _current_directory(parser: argparse.ArgumentParser) -> str:
+    try:
+        return os.getcwd()
+    except OSError as exc:  # deleted while we were in it
+        parser.error(
+            f"the current directory is not there any more ({exc.strerror}): cd elsewhere or pass --cwd"
+        )
+
+
+def _run_or_chat(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
+    if getattr(opts, "turn_timeout", None) is not None and opts.turn_timeout <= 0:
+        parser.error("--turn-timeout must be positive")
+    if opts.cancel_grace is not None and opts.cancel_grace < 0:
+        parser.error("--cancel-grace must be >= 0")
+    if opts.cwd is not None:
+        _utf8_path(parser, "--cwd", opts.cwd)
+    if opts.cwd is not None and os.path.isabs(opts.cwd):
+        cwd = _utf8_path(parser, "", os.path.normpath(opts.cwd))
+    else:
+        cwd = _utf8_path(parser, "", os.path.join(_current_directory(parser), opts.cwd or ""))
+        cwd = os.path.normpath(cwd)
+    if not os.path.isdir(cwd):
+        parser.error(f"--cwd {opts.cwd!r} is not a directory")
+    opts.agent_url = agent_url(opts.agent)
+    check_url(parser, opts.agent_url, "--agent")
+    opts.headers = parse_headers(parser, opts.header, opts.agent_url)
+    opts.ssl_context = parse_cacert(parser, opts.cacert, opts.agent_url)
+    agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
+    for name in ("auth", "mode"):
+        if getattr(opts, name) is not None:
+            setattr(opts, name, as_text(getattr(opts, name)))
+    if opts.agent_url is not None:
+        require_remote_extra("a remote agent (--agent URL)")
+    from ._run import chat_command, run_command
+
+    if opts.command == "run":
+        prompt = opts.prompt
+        if prompt is None:
+            if sys.stdin is None or sys.stdin.isatty():
+                parser.error("give a PROMPT (or pipe one on stdin)")
+            prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
+        return run_command(opts, agent_argv, cwd, as_text(prompt))
+    return chat_command(opts, agent_argv, cwd)
+
+
+def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
+    command = list(opts.agent_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not (math.isfinite(opts.timeout) and opts.timeout > 0):
+        parser.error("--timeout must be a positive number of seconds")
+    if opts.busy_after is not None and not (math.isfinite(opts.busy_after) and opts.busy_after > 0):
+        parser.error("--busy-after must be a positive number of seconds")
+    session_cwd: str | None = None
+    if opts.cwd is not None:
+        here = "" if os.path.isabs(opts.cwd) else _current_directory(parser)
+        session_cwd = _utf8_path(parser, "--cwd", os.path.normpath(os.path.join(here, opts.cwd)))
+        if not os.path.isdir(session_cwd):
+            parser.error(f"--cwd {opts.cwd!r} is not a directory")
+    for name in ("busy_prompt", "quick_prompt", "permission_prompt", "auth", "mode"):
+        if getattr(opts, name) is not None:
+            setattr(opts, name, as_text(getattr(opts, name)))
+    url = agent_url(command[0]) if len(command) == 1 else None
+    check_url(parser, url, "check --")
+    opts.agent_url = url
+    opts.headers = parse_headers(parser, opts.header, url)
+    opts.ssl_context = parse_cacert(parser, opts.cacert, url)
+    if url is not None:
+        require_remote_extra("a remote agent (check -- URL)")
+    elif any(not os.path.isabs(arg) for arg in command):
+        _current_directory(parser)  # relative paths in the command are made absolute from there
+    return _check_obeying_signals(opts, command or _agent_argv(None), session_cwd)
 
 
 def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str | None) -> int:
     """``check`` with SIGTERM and SIGHUP behaving like Ctrl-C: the audit is cancelled (its
     ``finally`` reaps the agent under audit) and the command exits with 128 + the signal."""
     from ._check import check_command
+    from ._stdout import run_guarded
 
     received: list[int] = []
 
@@ -437,14 +414,16 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
         else:  # pragma: no cover - SIGINT ignored by whoever started us
             raise KeyboardInterrupt
 
-    previous = {sig: signal.signal(sig, like_ctrl_c) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, like_ctrl_c)
     try:
-        code: int = check_command(opts, argv, cwd)
+        code = run_guarded(lambda guard: check_command(opts, argv, cwd))
     except KeyboardInterrupt:
         code = 128 + signal.SIGINT
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # Every agent is reaped: a late signal must not replace the exit code by a death.
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
     if received and code == 128 + signal.SIGINT:
         return 128 + received[0]  # the audit reports any interruption as a Ctrl-C
     return code

@@ -2,7 +2,8 @@
 
 Console: the agent's message text goes to stdout (so ``acp-driver run ... > answer.txt`` keeps
 only the answer); thoughts, tool calls, the plan, permission questions, cancel progress and the
-spinner go to stderr. Colour only on a TTY, never with ``NO_COLOR``.
+spinner go to stderr. Colour only on a TTY, never with ``NO_COLOR``. Whatever the agent sent is
+shown by the rule of ``_text``: as text (``rich.text.Text``, never markup), never as control.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import asyncio
 import os
 import sys
 import time
-from typing import Any, TextIO
-
-import orjson
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..core import Rung
 from ..driver import PermissionRequest, TurnResult, Update
+from ._text import json_text, shown
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 LADDER_TEXT = {
     Rung.SESSION_CANCEL: "sent session/cancel",
@@ -49,6 +52,18 @@ STATUS_MARK = {"pending": "·", "in_progress": "…", "completed": "✓", "faile
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
+def cancelled_by(result: TurnResult) -> str | None:
+    """Who cancelled the turn: ``host`` whenever this host's cancel took effect, whatever rung
+    did it (a turn the ladder had to terminate or kill ends ``killed``/``agent_exited``, not
+    ``cancelled``), ``agent`` for an unasked ``cancelled``, else None."""
+    if result.cancelled_by is not None:
+        return result.cancelled_by
+    cancel = result.cancel
+    if cancel is not None and cancel.resolved_by in LADDER_EFFECT:
+        return "host"
+    return None
+
+
 class Output:
     """What the CLI reports; subclasses render it."""
 
@@ -73,7 +88,7 @@ class JsonOutput(Output):
         self._out = stream or sys.stdout
 
     def _emit(self, obj: dict[str, Any]) -> None:
-        self._out.write(orjson.dumps(obj).decode() + "\n")
+        self._out.write(json_text(obj) + "\n")
         self._out.flush()
 
     def agent_started(self, agent: Any) -> None:
@@ -122,7 +137,7 @@ class JsonOutput(Output):
             "stopReason": result.stop_reason,
             "resolution": result.resolution.value,
             "elapsedMs": round(result.elapsed * 1000, 3),
-            "cancelledBy": result.cancelled_by,
+            "cancelledBy": cancelled_by(result),
         }
         if result.error is not None:
             obj["error"] = {"code": result.error.code, "message": result.error.message}
@@ -142,9 +157,13 @@ class JsonOutput(Output):
 
 
 class ConsoleOutput(Output):
-    """Live rendering for people."""
+    """Live rendering for people.
 
-    def __init__(self, *, quiet: bool = False) -> None:
+    ``separate_turns`` (``chat``): each turn's answer ends with a line feed on stdout, so that
+    answers never run together, terminal or not. ``run`` off a terminal writes the answer exactly
+    as the agent sent it."""
+
+    def __init__(self, *, quiet: bool = False, separate_turns: bool = False) -> None:
         from rich.console import Console
 
         # NO_COLOR (no-color.org) is set, even empty: no styling at all (rich's no_color keeps
@@ -154,9 +173,12 @@ class ConsoleOutput(Output):
         self.out = Console(file=sys.stdout, highlight=False, soft_wrap=True, **style)
         self.err = Console(file=sys.stderr, highlight=False, soft_wrap=True, **style)
         self.quiet = quiet
+        self.separate_turns = separate_turns
         self._remote = False
-        self._stream: str | None = None  # "message" or "thought": the open line
-        self._line_open = False
+        self._stream: str | None = None  # "message" or "thought": what the last chunk was
+        self._answer_open = False
+        """The answer's last line on stdout has no line feed yet."""
+        self._thought_open = False
         self._status: Any = None
         self._spinner_task: asyncio.Task[None] | None = None
         self._tool_status: dict[str, str | None] = {}
@@ -165,23 +187,27 @@ class ConsoleOutput(Output):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _end_line(self) -> None:
-        if self._line_open:
-            if self._stream == "thought":
-                self.err.file.write("\n")
-                self.err.file.flush()
-            elif self.out.is_terminal or self.err.is_terminal:
-                self.out.file.write("\n")
-                self.out.file.flush()
-            self._line_open = False
+    def _end_line(self, *, turn_over: bool = False) -> None:
+        """End an open thought line (stderr); end the answer's line (stdout) on a terminal, where
+        it shares the screen with stderr, or at the end of a turn with ``separate_turns``."""
+        if self._thought_open:
+            self.err.file.write("\n")
+            self.err.file.flush()
+            self._thought_open = False
+        if self._answer_open and (
+            self.out.is_terminal or self.err.is_terminal or (turn_over and self.separate_turns)
+        ):
+            self.out.file.write("\n")
+            self.out.file.flush()
+            self._answer_open = False
         self._stream = None
 
-    def _info(self, markup: str) -> None:
+    def _info(self, text: Text) -> None:
         if self.quiet:
             return
         self._hide_spinner()
         self._end_line()
-        self.err.print(markup)
+        self.err.print(text)
 
     def waiting(self, active: bool) -> None:
         if not self.err.is_terminal or self.quiet:
@@ -209,7 +235,7 @@ class ConsoleOutput(Output):
 
     def close(self) -> None:
         self._hide_spinner()
-        self._end_line()
+        self._end_line(turn_over=True)
 
     # ------------------------------------------------------------------ events
 
@@ -218,65 +244,66 @@ class ConsoleOutput(Output):
         info = agent.info or {}
         name = info.get("title") or info.get("name") or agent.name
         self._info(
-            f"[dim]agent: {_esc(str(name))} {_esc(str(info.get('version', '')))} ({_esc(agent.where)})[/dim]"
+            _text((f"agent: {shown(name)} {shown(info.get('version', ''))} ({shown(agent.where)})", "dim"))
         )
 
     def update(self, update: Update) -> None:
         self._hide_spinner()
         kind = update.kind
         if kind == "agent_message_chunk":
-            text = update.text  # type: ignore[attr-defined]
+            text = shown(update.text, lines=True)  # type: ignore[attr-defined]
             if self._stream != "message":
                 self._end_line()
                 self._stream = "message"
-            self.out.file.write(text)
-            self.out.file.flush()
-            self._line_open = not text.endswith("\n")
+            if text:
+                self.out.file.write(text)
+                self.out.file.flush()
+                self._answer_open = not text.endswith("\n")
             return
         if self.quiet:
             return
         if kind == "agent_thought_chunk":
-            text = update.text  # type: ignore[attr-defined]
+            text = shown(update.text, lines=True)  # type: ignore[attr-defined]
             if self._stream != "thought":
                 self._end_line()
                 self._stream = "thought"
-                self.err.print("[dim italic]thinking:[/dim italic] ", end="")
-            self.err.print(f"[dim italic]{_esc(text)}[/dim italic]", end="")
-            self._line_open = not text.endswith("\n")
-            if not self._line_open:
+                self.err.print(_text(("thinking: ", "dim italic")), end="")
+            self.err.print(_text((text, "dim italic")), end="")
+            self._thought_open = not text.endswith("\n")
+            if not self._thought_open:
                 self._stream = None
         elif kind in ("tool_call", "tool_call_update"):
             self._tool(update)
         elif kind == "plan":
-            lines = ["[bold]plan[/bold]"]
+            lines: list[str | tuple[str, str]] = [("plan", "bold")]
             for entry in update.raw.get("entries") or []:
                 if isinstance(entry, dict):
                     mark = PLAN_MARK.get(str(entry.get("status")), "[?]")
-                    lines.append(f"  {_esc(mark)} {_esc(str(entry.get('content', '')))}")
-            self._info("\n".join(lines))
+                    lines.append(f"\n  {mark} {shown(entry.get('content', ''))}")
+            self._info(_text(*lines))
         elif kind == "session_info_update" and update.raw.get("title"):
-            self._info(f"[dim]title: {_esc(str(update.raw['title']))}[/dim]")
+            self._info(_text((f"title: {shown(update.raw['title'])}", "dim")))
         elif kind == "current_mode_update":
-            self._info(f"[dim]mode: {_esc(str(update.raw.get('currentModeId')))}[/dim]")
+            self._info(_text((f"mode: {shown(update.raw.get('currentModeId'))}", "dim")))
 
     def _tool(self, update: Update) -> None:
         raw = update.raw
         tid = str(raw.get("toolCallId"))
         status = raw.get("status")
         if update.kind == "tool_call":
-            title = raw.get("title") or tid
+            title = shown(raw.get("title") or tid)
             kind = raw.get("kind") or "other"
             self._tool_status[tid] = status
             mark = STATUS_MARK.get(str(status), "·")
-            self._info(f"[cyan]{mark} {_esc(str(title))}[/cyan] [dim]({kind}, {status})[/dim]")
-            self._tool_titles[tid] = str(title)
+            self._info(_text((f"{mark} {title}", "cyan"), " ", (f"({shown(kind)}, {shown(status)})", "dim")))
+            self._tool_titles[tid] = title
             return
         if status is not None and status != self._tool_status.get(tid):
             self._tool_status[tid] = status
-            title = raw.get("title") or self._tool_titles.get(tid, tid)
+            title = shown(raw.get("title")) if raw.get("title") else self._tool_titles.get(tid, shown(tid))
             colour = {"completed": "green", "failed": "red"}.get(str(status), "cyan")
             mark = STATUS_MARK.get(str(status), "·")
-            self._info(f"[{colour}]{mark} {_esc(str(title))}: {status}[/{colour}]")
+            self._info(_text((f"{mark} {title}: {shown(status)}", colour)))
 
     def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None:
         if outcome.get("outcome") == "selected":
@@ -288,30 +315,31 @@ class ConsoleOutput(Output):
                 ),
                 outcome.get("optionId"),
             )
-            self._info(
-                f"[yellow]permission[/yellow] {_esc(request.title)}: {_esc(str(chosen))} [dim]({how})[/dim]"
-            )
+            decision = shown(chosen)
         else:
-            self._info(f"[yellow]permission[/yellow] {_esc(request.title)}: cancelled [dim]({how})[/dim]")
+            decision = "cancelled"
+        self._info(
+            _text(("permission", "yellow"), f" {shown(request.title)}: {decision} ", (f"({how})", "dim"))
+        )
 
     def cancelling(self, reason: str) -> None:
         self._cancel_started = time.monotonic()
         what = {"interrupt": "Ctrl-C", "timeout": "turn timeout"}.get(reason, reason)
         extra = " (Ctrl-C again to kill the agent)" if reason == "interrupt" else ""
-        self._info(f"[bold yellow]cancelling the turn ({what}){extra}[/bold yellow]")
+        self._info(_text((f"cancelling the turn ({what}){extra}", "bold yellow")))
 
     def ladder_step(self, rung: Rung, elapsed: float) -> None:
         colour = "yellow" if rung in (Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST) else "red"
         text = (REMOTE_LADDER_TEXT if self._remote else LADDER_TEXT)[rung]
-        self._info(f"[{colour}]  → {text}[/{colour}] [dim](+{elapsed * 1000:.0f} ms)[/dim]")
+        self._info(_text((f"  → {text}", colour), " ", (f"(+{elapsed * 1000:.0f} ms)", "dim")))
 
     def result(self, result: TurnResult) -> None:
         self._hide_spinner()
-        self._end_line()
+        self._end_line(turn_over=True)
         if self.quiet:
             return
         res = result.resolution.value
-        detail = f"stop reason {result.stop_reason}" if result.stop_reason else "no stop reason"
+        detail = f"stop reason {shown(result.stop_reason)}" if result.stop_reason else "no stop reason"
         if result.cancelled_by == "agent":
             detail += "; cancelled by the agent, nobody here asked"
         cancel = result.cancel
@@ -323,18 +351,19 @@ class ConsoleOutput(Output):
         elif cancel is not None:
             detail += f"; cancel: {cancel.resolved_by}"
         colour = {"completed": "green", "cancelled": "yellow"}.get(res, "red")
-        self.err.print(f"[{colour}]turn {res}[/{colour}] [dim]({detail}; {result.elapsed:.2f} s)[/dim]")
+        self.err.print(_text((f"turn {res}", colour), " ", (f"({detail}; {result.elapsed:.2f} s)", "dim")))
 
     def error(self, message: str) -> None:
         self._hide_spinner()
         self._end_line()
-        self.err.print(f"[bold red]error:[/bold red] {_esc(message)}")
+        self.err.print(_text(("error:", "bold red"), f" {shown(message, lines=True)}"))
 
     def note(self, message: str) -> None:
-        self._info(f"[dim]{_esc(message)}[/dim]")
+        self._info(_text((shown(message, lines=True), "dim")))
 
 
-def _esc(text: str) -> str:
-    from rich.markup import escape
+def _text(*parts: str | tuple[str, str]) -> Text:
+    """Styled text from plain strings: nothing in them is read as markup."""
+    from rich.text import Text
 
-    return escape(text)
+    return Text.assemble(*parts)

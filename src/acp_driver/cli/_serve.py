@@ -40,7 +40,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         DEFAULT_MAX_MESSAGE_BYTES,
         DEFAULT_PORT,
     )
-    from ._main import _add_common, _seconds
+    from ._options import add_common, seconds
 
     serve = argparse.ArgumentParser(
         prog="acp-driver serve",
@@ -109,7 +109,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--idle-timeout",
         metavar="SEC",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_IDLE_TIMEOUT,
         help="end a connection with no traffic (and no open stream) after SEC "
         f"(default: {DEFAULT_IDLE_TIMEOUT:g})",
@@ -117,7 +117,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--cancel-budget",
         metavar="SEC",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_CANCEL_BUDGET,
         help="seconds from a connection's end to SIGKILL of its agent: session/cancel at once, "
         f"$/cancel_request at half, SIGTERM at 3/4 (default: {DEFAULT_CANCEL_BUDGET:g})",
@@ -134,7 +134,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         nargs=argparse.REMAINDER,
         help="-- AGENT_CMD... (default: the bundled reference agent)",
     )
-    _add_common(serve)
+    add_common(serve)
     return serve
 
 
@@ -142,12 +142,18 @@ def serve_cli(argv: list[str]) -> int:
     """``acp-driver serve ...``."""
     parser = build_serve_parser()
     opts = parser.parse_args(argv)
-    from ._main import _setup_logging, writable_trace
+    from ._options import setup_logging, writable_trace
+    from ._remote_options import SERVER_MODULES, RemoteExtraMissing, require_remote_extra
 
     if opts.trace is not None:
         writable_trace(parser, opts.trace)
 
-    _setup_logging(opts.verbose, opts.quiet)
+    setup_logging(opts.verbose, opts.quiet)
+    try:
+        require_remote_extra("serve", SERVER_MODULES)
+    except RemoteExtraMissing as exc:
+        sys.stderr.write(f"acp-driver serve: error: {exc}\n")
+        return 1
     return serve_main(opts)
 
 

@@ -199,7 +199,10 @@ class AgentHandle:
             if isinstance(exc, AgentStartError):
                 raise
             if isinstance(exc, (AcpError, OSError, TimeoutError)):
-                raise AgentStartError(f"{what} failed to initialize: {exc}") from exc
+                # An agent that exited at once: close() has reaped it, and its exit status says
+                # more than the write or read that failed first ("the write side is closed").
+                why = self._exit_reason if isinstance(exc, AgentExitedError) and self._exit_reason else exc
+                raise AgentStartError(f"{what} failed to initialize: {why}") from exc
             raise
 
     async def _initialize(self, timeout: float) -> None:
@@ -214,10 +217,13 @@ class AgentHandle:
         conn.on_violation = garbage.saw
         try:
             answer = conn.request_nowait(p.INITIALIZE, params, timeout=timeout)
-            done, _ = await asyncio.wait({answer, garbage.given_up}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                done, _ = await asyncio.wait({answer, garbage.given_up}, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                _abandon(answer)  # the start was aborted (a signal): nobody reads this answer
+                raise
             if answer not in done:
-                answer.cancel()
-                answer.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+                _abandon(answer)
                 raise AgentStartError(garbage.report(self.name))
             try:
                 response = answer.result()
@@ -447,6 +453,13 @@ class AgentHandle:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return task
+
+
+def _abandon(answer: asyncio.Future[Any]) -> None:
+    """Give up on a request whose answer nobody will read: cancelled (``$/cancel_request``), and
+    an answer already come marked retrieved (no "exception was never retrieved" report)."""
+    answer.cancel()
+    answer.add_done_callback(lambda f: f.cancelled() or f.exception())
 
 
 class _GarbageWatch:

@@ -9,6 +9,12 @@
                       ``authenticate`` with METHOD (or stub-key, with STUB_KEY set)
 --terminal LINE       each prompt runs LINE with ``terminal/create {"command": LINE}`` (no args,
                       as Claude Code's adapters do), reports its output, releases it
+--updates FILE        each prompt writes FILE's lines to stdout as they are (raw JSON text:
+                      lone-surrogate escapes, control characters), then ends the turn
+--permission-from FILE  each prompt asks permission for the tool call in FILE (one JSON
+                      object: its title, kind...), then ends the turn with the answer as text
+--withdraw-when PATH  with --permission-from: withdraw the request ($/cancel_request) once
+                      PATH exists (the test creates it when the question is on screen)
 
 A prompt starting with ``/sleep`` says "sleeping" and waits for ``session/cancel``; any other is
 echoed back.
@@ -21,6 +27,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -31,6 +38,9 @@ opts.add_argument("--ignore-eof", action="store_true")
 opts.add_argument("--ignore-term", action="store_true")
 opts.add_argument("--auth")
 opts.add_argument("--terminal")
+opts.add_argument("--updates")
+opts.add_argument("--permission-from")
+opts.add_argument("--withdraw-when")
 args = opts.parse_args()
 
 if args.ignore_term:
@@ -41,9 +51,13 @@ if args.pidfile:
     os.replace(args.pidfile + ".tmp", args.pidfile)
 
 
+LOCK = threading.Lock()
+
+
 def send(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
-    sys.stdout.flush()
+    with LOCK:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        sys.stdout.flush()
 
 
 def chunk(session_id: str, text: str) -> None:
@@ -97,6 +111,9 @@ def on_response(message: dict[str, Any]) -> None:
         request("terminal/release", {"terminalId": terminal_id})
     elif method == "terminal/release":
         end_turn("end_turn")
+    elif method == "session/request_permission":
+        chunk(session_id, f"permission: {json.dumps(message.get('result'))}\n")
+        end_turn("end_turn")
 
 
 for line in sys.stdin:
@@ -129,7 +146,29 @@ for line in sys.stdin:
     elif method == "session/prompt":
         prompt_id = msg["id"]
         text = "".join(b.get("text", "") for b in msg["params"]["prompt"])
-        if args.terminal:
+        if args.updates:
+            with open(args.updates, "rb") as raw:
+                for line in raw.read().splitlines():
+                    sys.stdout.buffer.write(line + b"\n")
+            sys.stdout.flush()
+            end_turn("end_turn")
+        elif args.permission_from:
+            with open(args.permission_from) as f:
+                tool_call = json.load(f)
+            options = [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ]
+            request("session/request_permission", {"toolCall": tool_call, "options": options})
+            if args.withdraw_when:
+
+                def withdraw(asked: int = next_id) -> None:
+                    while not os.path.exists(args.withdraw_when):
+                        time.sleep(0.01)
+                    send({"method": "$/cancel_request", "params": {"requestId": asked}})
+
+                threading.Thread(target=withdraw, daemon=True).start()
+        elif args.terminal:
             request("terminal/create", {"command": args.terminal})
         elif text.startswith("/sleep"):
             chunk(session_id, "sleeping\n")

@@ -1,0 +1,378 @@
+"""One agent under audit (``acp-driver check``): a process (or a connection) driven at the wire
+level, with every message it sends recorded with the time it arrived.
+
+The audit does not use the polite driver: it must be able to hold a permission request open,
+send a malformed line, or see replies to notifications. What the agent sent is the evidence:
+``incoming`` keeps every message with its arrival time (read off the wire by the connection's
+tracer), so latencies are measured from the wire, never from when the audit got around to
+looking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import __version__
+from .. import protocol as p
+from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, exit_description
+from ..core import ConnectionClosedError, RequestId, RpcError, parse_json
+from ..trace import follow_connection, wire_tracer
+from ._text import excerpt
+
+TURN_ACTIVITY = frozenset(
+    {"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan", "usage_update"}
+)
+"""``session/update`` kinds that show a turn at work. Session-level updates (available
+commands, mode, config options, session info) do not: agents send them before any model call."""
+
+SPAWNED: list[ProcessGroup] = []
+"""Every agent process the audit started, so that an interrupted audit can still kill them all."""
+
+
+class SetupError(Exception):
+    """The agent could not be started or brought to a ready session."""
+
+
+class AgentGone(Exception):
+    """The agent's process exited (or closed its output) while the audit waited for it."""
+
+
+def update_kind(message: dict[str, Any]) -> Any:
+    """The ``sessionUpdate`` of a ``session/update`` notification, else None."""
+    if message.get("method") != p.SESSION_UPDATE:
+        return None
+    params = message.get("params")
+    update = params.get("update") if isinstance(params, dict) else None
+    return update.get("sessionUpdate") if isinstance(update, dict) else None
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What the host services need of a session (``services.SessionLike``)."""
+
+    id: str
+    cwd: str
+
+    @property
+    def roots(self) -> list[str]:
+        return [self.cwd]
+
+
+@dataclass
+class Probe:
+    """One agent process under audit."""
+
+    argv: list[str]
+    cwd: str
+    """Where the agent process starts (the sessions' directory too)."""
+    session_cwd: str
+    """Every session's working directory (a throw-away directory unless ``--cwd``)."""
+    timeout: float
+    auth: str | None = None
+    """``--auth``: the ``authenticate`` method id sent after ``initialize``."""
+    mode: str | None = None
+    url: str | None = None
+    """A remote agent's URL (``argv`` is then ``[url]``): a connection per probe, no process here."""
+    headers: dict[str, str] = field(default_factory=dict)
+    ssl_context: ssl.SSLContext | None = None
+    """``--cacert``: trust for a ``wss://``/``https://`` agent."""
+    terminal: bool = False
+    """``--terminal``: offer real terminals (``terminal/*`` run here, killed with the probe)."""
+    transport: Any = None
+    process: ProcessGroup | None = None
+    child: AgentProcess | None = None
+    conn: Connection | None = None
+    stderr: StderrTail = field(default_factory=lambda: StderrTail("audit"))
+    incoming: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    activity: asyncio.Event = field(default_factory=asyncio.Event)
+    peer_gone: asyncio.Event = field(default_factory=asyncio.Event)
+    permission_handler: Callable[[Any], Awaitable[Any]] | None = None
+    session_id: str | None = None
+    agent_info: dict[str, Any] = field(default_factory=dict)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    terminals: Any = None
+    """The ``LocalTerminals`` serving ``--terminal``, once the agent asked for one."""
+    trace: Any = None
+    """With ``--trace``: this probe's ``TraceSink`` (bound to its check's name)."""
+
+    async def start(self) -> None:
+        conn = self.conn = Connection(
+            name="audit", tracer=wire_tracer(self._trace, self.trace), close_timeout=0.3
+        )
+        if self.trace is not None:
+            follow_connection(conn, self.trace, owned=False)
+        conn.on_peer_gone = lambda how: self.peer_gone.set()
+        conn.on_request(p.SESSION_REQUEST_PERMISSION, self._permission)
+        if self.terminal:
+            self._serve_terminals(conn)
+        if self.url is not None:
+            from ..net import open_transport
+
+            self.transport = await open_transport(
+                self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context
+            )
+            return
+        self.child = await AgentProcess.spawn(
+            self.argv, conn, cwd=self.cwd, stderr=self.stderr, trace=self.trace
+        )
+        self.process = self.child.process
+        SPAWNED.append(self.process)
+
+    def _trace(self, direction: str, line: bytes) -> None:
+        if direction != "in":
+            return
+        try:
+            message = parse_json(line)
+        except ValueError:
+            return
+        if isinstance(message, dict):
+            self.incoming.append((time.monotonic(), message))
+            if update_kind(message) in TURN_ACTIVITY:
+                self.activity.set()
+
+    async def _permission(self, params: Any) -> Any:
+        if self.permission_handler is not None:
+            return await self.permission_handler(params)
+        return {"outcome": {"outcome": "cancelled"}}
+
+    def _serve_terminals(self, conn: Connection) -> None:
+        from ..services import LocalTerminals
+
+        terminals = self.terminals = LocalTerminals()
+
+        def session_of(params: Any) -> tuple[_Session, dict[str, Any]]:
+            if not isinstance(params, dict) or not isinstance(params.get("sessionId"), str):
+                raise RpcError.invalid_params('"sessionId" must be a string')
+            return _Session(params["sessionId"], self.session_cwd), params
+
+        async def create(params: Any) -> dict[str, Any]:
+            session, params = session_of(params)
+            return {"terminalId": await terminals.create(session, session, params)}
+
+        def call(name: str) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+            async def handler(params: Any) -> dict[str, Any]:
+                session, params = session_of(params)
+                terminal_id = params.get("terminalId")
+                if not isinstance(terminal_id, str):
+                    raise RpcError.invalid_params('"terminalId" must be a string')
+                result = await getattr(terminals, name)(session, terminal_id)
+                return result if isinstance(result, dict) else {}
+
+            return handler
+
+        conn.on_request(p.TERMINAL_CREATE, create)
+        for method, name in (
+            (p.TERMINAL_OUTPUT, "output"),
+            (p.TERMINAL_WAIT_FOR_EXIT, "wait_for_exit"),
+            (p.TERMINAL_KILL, "kill"),
+            (p.TERMINAL_RELEASE, "release"),
+        ):
+            conn.on_request(method, call(name))
+
+    def gone_reason(self) -> str:
+        if self.transport is not None:
+            return f"the connection to {self.url} ended: {self.transport.end_reason or 'closed'}"
+        status = "running"
+        if self.process is not None and self.process.returncode is not None:
+            status = exit_description(self.process.returncode)
+        return f"the agent closed its output ({status}; {self.stderr.describe(3)})"
+
+    async def gone_reason_after_exit(self) -> str:
+        """``gone_reason`` once the process had a moment to exit (its output closes first)."""
+        if self.process is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await self.process.wait()
+        return self.gone_reason()
+
+    async def until_gone(self, awaitable: Awaitable[Any]) -> Any:
+        """Await ``awaitable``, or raise ``AgentGone`` as soon as the agent's process is gone."""
+        work = asyncio.ensure_future(awaitable)
+        gone = asyncio.ensure_future(self.peer_gone.wait())
+        try:
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+        if not work.done() or work.cancelled():
+            raise AgentGone(await self.gone_reason_after_exit())
+        if isinstance(work.exception(), ConnectionClosedError) and self.peer_gone.is_set():
+            # The agent went away before the request could even be written: say how it went.
+            raise AgentGone(await self.gone_reason_after_exit()) from work.exception()
+        return work.result()
+
+    async def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
+        assert self.conn is not None
+        limit = self.timeout if timeout is None else timeout
+        return await self.until_gone(self.conn.request(method, params, timeout=limit))
+
+    async def _step(self, what: str, method: str, params: Any) -> Any:
+        try:
+            return await self.request(method, params)
+        except (RpcError, TimeoutError, AgentGone) as exc:
+            raise SetupError(f"{what}: {exc or type(exc).__name__}") from exc
+
+    async def ready(self) -> str:
+        """Start the agent, initialize, authenticate (``--auth``), open a session, set its mode."""
+        try:
+            await self.start()
+        except (OSError, TimeoutError, ValueError) as exc:
+            if self.url is not None:
+                raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
+            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
+        result = await self._step(
+            "initialize",
+            p.INITIALIZE,
+            {
+                "protocolVersion": p.PROTOCOL_VERSION,
+                "clientCapabilities": {
+                    "fs": {"readTextFile": False, "writeTextFile": False},
+                    "terminal": self.terminal,
+                },
+                "clientInfo": {"name": "acp-driver-check", "version": __version__},
+            },
+        )
+        if isinstance(result, dict) and isinstance(result.get("agentInfo"), dict):
+            self.agent_info = result["agentInfo"]
+        if self.auth is not None:
+            await self._step(f"authenticate {self.auth!r}", p.AUTHENTICATE, {"methodId": self.auth})
+        return await self.new_session()
+
+    async def new_session(self) -> str:
+        """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id."""
+        result = await self._step("session/new", p.SESSION_NEW, {"cwd": self.session_cwd, "mcpServers": []})
+        sid = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(sid, str):
+            raise SetupError(f"session/new: invalid response {excerpt(result)}")
+        self.session_id = sid
+        if self.mode is not None:
+            await self._step(
+                f"session/set_mode {self.mode!r}", p.SESSION_SET_MODE, {"sessionId": sid, "modeId": self.mode}
+            )
+        return sid
+
+    def notify(self, method: str, params: Any) -> None:
+        assert self.conn is not None
+        self.conn.notify_nowait(method, params)
+
+    def updates_after(
+        self, since: float, session_id: str, until: float = float("inf")
+    ) -> list[dict[str, Any]]:
+        """Turn-scoped session/update messages of ``session_id`` received after ``since`` (and
+        up to ``until``)."""
+        late = []
+        for at, message in self.incoming:
+            if at <= since or at > until or message.get("method") != p.SESSION_UPDATE:
+                continue
+            params = message.get("params")
+            if not isinstance(params, dict) or params.get("sessionId") != session_id:
+                continue
+            if update_kind(message) not in p.SESSION_WIDE_UPDATES:
+                late.append(message)
+        return late
+
+    def updates_after_answer(self, request_id: RequestId, session_id: str) -> list[dict[str, Any]]:
+        """Turn-scoped session/update messages of ``session_id`` that came after the answer to
+        ``request_id``, in the order of the wire (none if it was not answered)."""
+        answered = next(
+            (
+                i
+                for i, (_at, m) in enumerate(self.incoming)
+                if "method" not in m and m.get("id") == request_id
+            ),
+            None,
+        )
+        if answered is None:
+            return []
+        return [
+            message
+            for _at, message in self.incoming[answered + 1 :]
+            if message.get("method") == p.SESSION_UPDATE
+            and isinstance(message.get("params"), dict)
+            and message["params"].get("sessionId") == session_id
+            and update_kind(message) not in p.SESSION_WIDE_UPDATES
+        ]
+
+    def first_activity(self, after: float) -> tuple[float, str] | None:
+        """When the first turn activity after ``after`` arrived, and its kind."""
+        for at, message in self.incoming:
+            kind = update_kind(message)
+            if at > after and kind in TURN_ACTIVITY:
+                return at, str(kind)
+        return None
+
+    def replies_since(self, since: float, expected: set[Any]) -> list[dict[str, Any]]:
+        """Response-shaped messages (with or without an id) after ``since``, but for ``expected`` ids."""
+        return [
+            message
+            for at, message in self.incoming
+            if at > since
+            and "method" not in message
+            and ("result" in message or "error" in message or "id" in message)
+            and not ("id" in message and message["id"] in expected)
+        ]
+
+    def answered_at(self, request_id: RequestId) -> float | None:
+        """When the answer to our request ``request_id`` arrived (off the wire), if it did."""
+        for at, message in self.incoming:
+            if "method" not in message and message.get("id") == request_id:
+                return at
+        return None
+
+    def arrived_at(self, method: str, after: float, **params: Any) -> float | None:
+        """When the first ``method`` message after ``after`` whose params hold ``params`` arrived."""
+        for at, message in self.incoming:
+            if at <= after or message.get("method") != method:
+                continue
+            got = message.get("params")
+            if isinstance(got, dict) and all(got.get(k) == v for k, v in params.items()):
+                return at
+        return None
+
+    async def close(self) -> str:
+        """Reap the agent's whole group (and every terminal it had); returns how it ended."""
+        conn = self.conn
+        if conn is not None and not conn.closed:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(1.0):
+                    await conn.aclose("audit done")
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        if self.terminals is not None:
+            await self.terminals.aclose()
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                await self.transport.aclose(0.5)
+            return "connection closed"
+        if self.child is None:
+            return "not started"
+        code = await self.child.reap(term_timeout=0.5)
+        self.child.close_stderr()
+        return exit_description(code)
+
+
+def absolute_paths(argv: list[str]) -> list[str]:
+    """The agent's command line with relative paths made absolute: a relative program path
+    (``./my-agent``), and any argument naming an existing file or directory from here
+    (``python my_agent.py``). Options and other words are left as they are."""
+    out = []
+    for i, arg in enumerate(argv):
+        relative = arg and not os.path.isabs(arg) and not arg.startswith("-")
+        if relative and ((i == 0 and os.sep in arg) or (i > 0 and os.path.exists(arg))):
+            arg = os.path.abspath(arg)
+        out.append(arg)
+    return out
