@@ -1043,8 +1043,8 @@ MUTATIONS = [
         "inline-handler-raises-answered",
         "every request gets exactly one answer: a plain def handler that raises",
         "aio/_serving.py",
-        "        except Exception as exc:\n            self._answer_exception(entry, exc)\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f\"Internal error in {entry.method}\")\n            raise\n        else:\n            if type(result)",
-        "        except Exception:\n            pass\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f\"Internal error in {entry.method}\")\n            raise\n        else:\n            if type(result)",
+        '        except Exception as exc:\n            self._answer_exception(entry, exc)\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")\n            raise\n        else:\n            if type(result)',
+        '        except Exception:\n            pass\n        except BaseException:\n            self._answer_error(entry, ErrorCode.INTERNAL_ERROR, f"Internal error in {entry.method}")\n            raise\n        else:\n            if type(result)',
         ("tests/aio/test_serving_edges.py::test_a_plain_def_handler_that_raises_is_answered_once",),
     ),
     Mutation(
@@ -1063,7 +1063,9 @@ MUTATIONS = [
         "remote/_relay.py",
         "        code = await self.process.reap(term_timeout=0)\n",
         "        code = await self.process.wait()\n",
-        ("tests/remote/test_serve_websocket.py::test_unsupervised_an_agents_leftover_group_is_killed_at_release",),
+        (
+            "tests/remote/test_serve_websocket.py::test_unsupervised_an_agents_leftover_group_is_killed_at_release",
+        ),
     ),
     Mutation(
         "process-group-stragglers-killed",
@@ -1071,7 +1073,9 @@ MUTATIONS = [
         "aio/_process.py",
         "        code = await self.wait()\n        self._kill_stragglers()\n",
         "        code = await self.wait()\n",
-        ("tests/remote/test_serve_websocket.py::test_unsupervised_an_agents_leftover_group_is_killed_at_release",),
+        (
+            "tests/remote/test_serve_websocket.py::test_unsupervised_an_agents_leftover_group_is_killed_at_release",
+        ),
     ),
 ]
 
