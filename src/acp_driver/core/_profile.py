@@ -77,11 +77,6 @@ class ProtocolProfile:
         """Whether a turn ending with ``stop_reason`` complied with a cancel."""
         return stop_reason == "cancelled"
 
-    def is_turn_update(self, kind: str) -> bool:
-        """Whether a ``sessionUpdate`` kind belongs to a turn (unknown kinds do: the safe side
-        for fencing is to treat them as the turn's)."""
-        return kind not in self.session_updates
-
 
 V1 = ProtocolProfile(
     version=1,

@@ -138,7 +138,8 @@ class SessionSpans(Generic[K]):
                 self.message_of[message_id] = owner
             routed.owner = owner if owner in self.live else None
             return routed
-        entity = raw.get("toolCallId") or raw.get("terminalId") or raw.get("planId")
+        plan = raw.get("plan")
+        entity = raw.get("toolCallId") or raw.get("terminalId") or (plan.get("planId") if isinstance(plan, dict) else None)
         if isinstance(entity, str):
             owner = self._entity_of.get(entity)
             if owner is None and self.live:

@@ -140,7 +140,7 @@ class SessionHandle:
 
     def deliver_all(self, updates: Sequence[Update]) -> None:
         """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
-        session_wide = self.agent.profile.session_updates
+        turn_kinds = self.agent.profile.turn_updates
         for update in updates:
             for listener in self.listeners:
                 try:
@@ -151,7 +151,7 @@ class SessionHandle:
             if self.loading and turn is None:
                 self.session_updates.append(update)
                 continue
-            if update.kind in session_wide:
+            if update.kind not in turn_kinds:  # about the session (or unknown): valid any time
                 self.session_updates.append(update)
                 if update.kind == "session_info_update":
                     title = update.raw.get("title")

@@ -1,7 +1,7 @@
 """Answers each prompt, then keeps sending updates of the turn after the response (a peer violation).
 
-Turn 1: a chunk (messageId m1) and a tool call ``call_1`` left in progress, the response, and a
-late chunk of m1. With ``ACP_TEST_LATE_MODE=same_write`` the response and the late chunk go out
+Turn 1: a chunk (messageId m1) and a tool call ``call_1`` left in progress, the response, a
+late chunk of m1, and an update of a kind v1 does not know (``notice``: the session's, never late). With ``ACP_TEST_LATE_MODE=same_write`` the response and the late chunk go out
 in a single write (the host reads them in one chunk); with ``delayed`` (default) the late chunk
 follows 0.3 s after the response.
 
@@ -37,12 +37,13 @@ while (msg := _acp.next_prompt(stream)) is not None:
         time.sleep(0.1)
         response = _acp.result(msg["id"], {"stopReason": "end_turn"})
         late = _acp.chunk(sid, "late after turn 1", "m1")
+        notice = _acp.update(sid, {"sessionUpdate": "notice", "message": "not part of the history"})
         if mode == "same_write":
-            _acp.send(response, late)
+            _acp.send(response, late, notice)
         else:
             _acp.send(response)
             time.sleep(0.3)
-            _acp.send(late)
+            _acp.send(late, notice)
     else:
         _acp.send(
             _acp.update(

@@ -1,0 +1,208 @@
+"""ACP v2 on the agent side: held prompts, insertion, spans of work, and the one idle per span.
+
+In v2 the runtime, not the agent's code, keeps the lifecycle (an agent written on the runtime
+only writes ``prompt(turn)``, as for v1):
+
+- ``session/prompt`` is **held** while the session works (answered by nobody yet), then
+  **inserted** in the order the prompts came: the runtime sends the ``user_message`` (with the
+  ``messageId`` it made), ``state_update running``, answers the prompt ``{"messageId": ...}`` and
+  starts the turn. A held prompt withdrawn with ``$/cancel_request`` is answered ``-32800``
+  without touching the running span.
+- The span ends with **exactly one idle** ``state_update`` carrying its stop reason, after every
+  update the turn sent: the handler's own stop reason; ``error`` (with the error) when it raised
+  -- never a JSON-RPC error after insertion; ``cancelled`` after a cancel, whatever the handler
+  did (spec, prompt-lifecycle.mdx: "Agents MUST catch these errors and report the semantically
+  meaningful ``cancelled`` stop reason"). A handler that ignores its cancel gets
+  ``cancel_timeout`` (on the runtime's clock); then the turn is fenced and the idle sent anyway.
+  The turn's own requests still pending are withdrawn first (``$/cancel_request``, a bounded
+  wait for each).
+- ``session/cancel`` cancels the running span **and every prompt held at that moment** (each
+  answered ``-32800``), never a prompt sent after it. ``session/close`` does the same, sends the
+  idle ``cancelled`` before its answer, and nothing of the session after it.
+- While a permission request of the turn is pending the state is ``requires_action``, then
+  ``running`` again.
+
+Pure bookkeeping lives on ``Session`` (``held``, ``state``); the sending is the runtime's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from .. import protocol as p
+from ..aio import current_request, wait_on
+from ..core import RequestCancelledError, RpcError
+from ._params import check_params
+from ._turn import Session, Turn
+
+if TYPE_CHECKING:
+    from ._runtime import AgentRuntime
+
+logger = logging.getLogger("acp_driver.agent")
+
+
+class Spans:
+    """The v2 lifecycle for one runtime (see the module docstring)."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+
+    # ------------------------------------------------------------------ prompts
+
+    async def prompt(self, params: Any) -> dict[str, Any]:
+        """``session/prompt`` in v2: hold, insert, answer with the message id, start the span."""
+        runtime = self.runtime
+        params = check_params(p.SESSION_PROMPT, params)
+        session = runtime._session(params)
+        ctx = current_request()
+        task = asyncio.current_task()
+        if session.turn is not None or session.held:
+            gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            entry = (gate, task)
+            session.held.append(entry)
+            try:
+                await gate  # released by the span before it, in order
+            except asyncio.CancelledError:
+                # $/cancel_request on this held prompt, session/cancel or close, the connection
+                # closing: answered -32800 by the connection; the running span is untouched.
+                if entry in session.held:
+                    session.held.remove(entry)
+                    self._release_next(session)
+                raise
+        if session.closed:
+            raise RequestCancelledError("the session was closed")
+        turn = Turn(runtime, session, params, ctx.id if ctx is not None else None)
+        turn.user_message_id = f"msg_{uuid.uuid4().hex[:16]}"
+        session.turn = turn
+        await self._send(session, {"sessionUpdate": "user_message", "messageId": turn.user_message_id, "content": turn.prompt})
+        await self.set_state(session, "running")
+        turn.task = asyncio.get_running_loop().create_task(self._run(turn), name=f"span {session.id}")
+        turn.span = asyncio.get_running_loop().create_task(self._span(turn), name=f"span end {session.id}")
+        return {"messageId": turn.user_message_id}
+
+    async def _run(self, turn: Turn) -> Any:
+        return await self.runtime.agent.prompt(turn)
+
+    async def _span(self, turn: Turn) -> None:
+        """Wait for the turn (or its cancel), then end the span with one idle."""
+        runtime = self.runtime
+        task = turn.task
+        assert task is not None
+        cancelled = asyncio.ensure_future(turn._cancel_event.wait())
+        try:
+            await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        stop: str
+        error: dict[str, Any] | None = None
+        if turn.cancel_requested:
+            if not task.done() and not await wait_on(runtime.clock, (task,), runtime.cancel_timeout):
+                logger.warning(
+                    "turn of session %s ignored cancellation for %.1fs; ending it cancelled and fencing it",
+                    turn.session.id,
+                    runtime.cancel_timeout,
+                )
+            stop = "cancelled"
+        else:
+            try:
+                stop = self._stop_reason(task.result())
+            except RpcError as exc:
+                stop, error = "error", exc.to_error()
+            except Exception as exc:
+                logger.error("turn of session %s failed", turn.session.id, exc_info=exc)
+                stop, error = "error", {"code": -32603, "message": f"Internal error: {type(exc).__name__}"}
+        # The turn's own requests still pending are withdrawn ($/cancel_request, bounded).
+        await self._withdraw(turn)
+        turn._end()  # the fence: nothing of the turn after the idle
+        await self._end_span(turn, stop, error)
+
+    async def _withdraw(self, turn: Turn) -> None:
+        runtime = self.runtime
+        if turn.request_id is None:
+            return
+        pending = runtime.connection.cascade_cancel(turn.request_id, "the turn's work ended")
+        if pending and turn.task is not None and not turn.task.done():
+            await wait_on(runtime.clock, (turn.task,), runtime.request_cancel_grace)
+
+    async def _end_span(self, turn: Turn, stop: str, error: dict[str, Any] | None) -> None:
+        session = turn.session
+        faults = self.runtime.faults
+        if turn.cancel_requested:
+            if faults.never_idle_on_cancel:
+                logger.debug("fault: no idle after the cancel of %s", session.id)
+                self._finish(session, turn)
+                return
+            if faults.stop_reason_on_cancel is not None:
+                stop = faults.stop_reason_on_cancel
+        update: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+        if not faults.idle_without_stop_reason:
+            update["stopReason"] = stop
+        if error is not None and stop == "error":
+            update["error"] = error
+        session.state = "idle"
+        try:
+            await self._send(session, update)
+        finally:
+            self._finish(session, turn)
+
+    def _finish(self, session: Session, turn: Turn) -> None:
+        if session.turn is turn:
+            session.turn = None
+        session.state = "idle"
+        self._release_next(session)
+
+    def _release_next(self, session: Session) -> None:
+        if session.turn is None and session.held and not session.closed:
+            gate, _task = session.held[0]
+            session.held.popleft()
+            if not gate.done():
+                gate.set_result(None)
+
+    def _stop_reason(self, outcome: Any) -> str:
+        if outcome is None:
+            return "end_turn"
+        reason = outcome.get("stopReason") if isinstance(outcome, dict) else outcome
+        if isinstance(reason, str) and (reason in self.runtime.profile.stop_reasons or reason.startswith("_")):
+            return reason
+        raise RpcError.internal_error(f"agent returned an invalid stop reason {outcome!r}")
+
+    # ------------------------------------------------------------------ state and cancels
+
+    async def set_state(self, session: Session, state: str) -> None:
+        """Report the session's foreground state (``running``, ``requires_action``)."""
+        if session.state == state or session.closed:
+            return
+        session.state = state
+        await self._send(session, {"sessionUpdate": "state_update", "state": state})
+
+    async def _send(self, session: Session, update: dict[str, Any]) -> None:
+        await self.runtime.connection.notify(p.SESSION_UPDATE, {"sessionId": session.id, "update": update})
+
+    def cancel(self, session: Session, reason: str) -> Turn | None:
+        """``session/cancel``: the running span and every prompt held now; returns the span's turn."""
+        for _gate, task in list(session.held):
+            if task is not None and not task.done():
+                task.cancel(reason)
+        turn = session.turn
+        if turn is not None:
+            turn.cancel(reason)
+        return turn
+
+    async def close(self, session: Session) -> None:
+        """``session/close``: cancel as ``session/cancel``, wait for the idle (bounded), then
+        nothing more of the session."""
+        turn = self.cancel(session, "session/close")
+        if turn is not None and turn.span is not None:
+            await wait_on(
+                self.runtime.clock,
+                (turn.span,),
+                self.runtime.cancel_timeout + self.runtime.request_cancel_grace + 1.0,
+            )
+        session.closed = True
+
+    async def snapshot(self, session: Session) -> None:
+        """The current-state ``state_update`` a resume sends after its replay, before its answer."""
+        await self._send(session, {"sessionUpdate": "state_update", "state": session.state})
