@@ -32,8 +32,9 @@ from typing import Any
 
 from .. import protocol as p
 from ..aio import Clock, Connection, LoopClock, current_request, wait_on
-from ..core import V1, ErrorCode, ProtocolProfile, RpcError, negotiate
+from ..core import V1, ErrorCode, ProtocolProfile, RpcError, TurnEnd, negotiate
 from ._params import check_params, params_problem
+from ._spans import Spans
 from ._turn import Session, Turn
 
 logger = logging.getLogger("acp_driver.agent")
@@ -45,7 +46,12 @@ class Agent:
     """Base class for ACP agents. Override ``prompt``; override the other methods you support.
 
     Only overridden optional methods are advertised and served; the rest answer ``-32601``.
+    The runtime speaks both protocol versions (``protocol_versions``); in v2 it serves the
+    baseline session methods (list, resume, close) with defaults of its own.
     """
+
+    protocol_versions: tuple[int, ...] = (1, 2)
+    """The ACP versions this agent serves (the client's choice among them, see ``negotiate``)."""
 
     name: str = "acp-driver-agent"
     title: str | None = None
@@ -99,6 +105,10 @@ def _implements(agent: Agent, name: str) -> bool:
     return getattr(type(agent), name, None) is not getattr(Agent, name)
 
 
+_V2_BASELINE = frozenset({p.SESSION_LIST, p.SESSION_RESUME, p.SESSION_CLOSE})
+"""v2's baseline session methods: served by every v2 agent (the runtime has a default for each)."""
+
+
 @dataclass
 class Faults:
     """Deliberate misbehaviour, for testing hosts against agents that get cancellation wrong.
@@ -112,6 +122,10 @@ class Faults:
     """Answer a cancelled turn with this stop reason instead of ``cancelled`` (e.g. ``end_turn``)."""
     error_on_cancel: bool = False
     """Answer a cancelled turn with a JSON-RPC error instead of ``cancelled``."""
+    never_idle_on_cancel: bool = False
+    """v2: after a cancel, never send the idle that ends the span."""
+    idle_without_stop_reason: bool = False
+    """v2: idle ``state_update`` without a ``stopReason``."""
 
 
 class AgentRuntime:
@@ -142,6 +156,8 @@ class AgentRuntime:
         self.protocol_version: int | None = None
         self.profile: ProtocolProfile = V1
         """The protocol version spoken on this connection, fixed by ``initialize``."""
+        self.spans = Spans(self)
+        """v2: held prompts, spans of work, the one idle per span (``_spans``)."""
         self._register()
 
     # ------------------------------------------------------------------ registry
@@ -162,10 +178,11 @@ class AgentRuntime:
             ("set_config_option", p.SESSION_SET_CONFIG_OPTION, self._set_config_option),
         ]
         for attr, method, handler in optional:
-            if _implements(agent, attr):
+            if _implements(agent, attr) or method in _V2_BASELINE:
                 conn.on_request(method, handler)
         if agent.auth_methods and _implements(agent, "authenticate"):
             conn.on_request(p.AUTHENTICATE, self._authenticate)
+            conn.on_request(p.AUTH_LOGIN, self._authenticate)
         for name, handler in agent.extensions().items():
             if not name.startswith("_"):
                 raise ValueError(f"extension method names start with '_': {name!r}")
@@ -204,22 +221,44 @@ class AgentRuntime:
         version = params.get("protocolVersion")
         if type(version) is not int:
             raise RpcError.invalid_params('"protocolVersion" must be an integer')
-        # Version negotiation: the client's version if we speak it, else our latest.
-        self.profile = negotiate(version)
+        # Version negotiation: the client's version if we speak it, else the highest below it
+        # (a client asking 0 gets 1). v2 names its fields info/capabilities; a client asking 2
+        # may send v1's names too, so that a v1 agent can answer it.
+        self.profile = negotiate(version, self.agent.protocol_versions)
         self.protocol_version = self.profile.version
-        caps = params.get("clientCapabilities")
+        v2 = self.profile.turn_end is TurnEnd.IDLE_STATE
+        if v2:
+            self.spans.install()  # the version's handlers for prompts, cancels, close, resume
+        caps = params.get("capabilities" if v2 else "clientCapabilities")
         self.client_capabilities = caps if isinstance(caps, dict) else {}
-        info = params.get("clientInfo")
+        info = params.get("info" if v2 else "clientInfo")
         self.client_info = info if isinstance(info, dict) else None
         agent_info: dict[str, Any] = {"name": self.agent.name, "version": self.agent.version}
         if self.agent.title:
             agent_info["title"] = self.agent.title
+        if v2:
+            return {
+                "protocolVersion": self.protocol_version,
+                "info": agent_info,
+                "capabilities": self.capabilities_v2(),
+                "authMethods": list(self.agent.auth_methods),
+            }
         return {
             "protocolVersion": self.protocol_version,
             "agentCapabilities": self.capabilities(),
             "authMethods": list(self.agent.auth_methods),
             "agentInfo": agent_info,
         }
+
+    def capabilities_v2(self) -> dict[str, Any]:
+        """v2's ``capabilities``: ``session`` present means the baseline session methods
+        (new, list, resume, close, prompt, cancel) are all served."""
+        prompt: dict[str, Any] = {
+            kind: {}
+            for kind in ("image", "audio", "embeddedContext")
+            if self.agent.prompt_capabilities.get(kind)
+        }
+        return {"session": {"prompt": prompt}}
 
     async def _authenticate(self, params: Any) -> dict[str, Any]:
         params = check_params(p.AUTHENTICATE, params)

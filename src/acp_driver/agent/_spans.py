@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .. import protocol as p
 from ..aio import current_request, wait_on
 from ..core import RequestCancelledError, RpcError
-from ._params import check_params
+from ._params import check_params, params_problem
 from ._turn import Session, Turn
 
 if TYPE_CHECKING:
@@ -49,6 +49,18 @@ class Spans:
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
+
+    def install(self) -> None:
+        """Serve this connection's v2 methods (``initialize`` chose v2): prompts, cancels,
+        close and resume by the v2 rules, v1's own methods answered ``-32601``."""
+        conn = self.runtime.connection
+        conn.on_request(p.SESSION_PROMPT, self.prompt)
+        conn.on_notification(p.SESSION_CANCEL, self.session_cancel)
+        conn.on_request(p.SESSION_CLOSE, self.close_session)
+        conn.on_request(p.SESSION_RESUME, self.resume_session)
+        conn.on_request(p.SESSION_LIST, self.list_sessions)
+        for method in (p.SESSION_LOAD, p.SESSION_SET_MODE, p.AUTHENTICATE):
+            conn.on_request(method, _not_in_v2(method))
 
     # ------------------------------------------------------------------ prompts
 
@@ -77,7 +89,10 @@ class Spans:
         turn = Turn(runtime, session, params, ctx.id if ctx is not None else None)
         turn.user_message_id = f"msg_{uuid.uuid4().hex[:16]}"
         session.turn = turn
-        await self._send(session, {"sessionUpdate": "user_message", "messageId": turn.user_message_id, "content": turn.prompt})
+        await self._send(
+            session,
+            {"sessionUpdate": "user_message", "messageId": turn.user_message_id, "content": turn.prompt},
+        )
         await self.set_state(session, "running")
         turn.task = asyncio.get_running_loop().create_task(self._run(turn), name=f"span {session.id}")
         turn.span = asyncio.get_running_loop().create_task(self._span(turn), name=f"span end {session.id}")
@@ -142,7 +157,7 @@ class Spans:
             update["stopReason"] = stop
         if error is not None and stop == "error":
             update["error"] = error
-        session.state = "idle"
+        session.work_state = "idle"
         try:
             await self._send(session, update)
         finally:
@@ -151,7 +166,7 @@ class Spans:
     def _finish(self, session: Session, turn: Turn) -> None:
         if session.turn is turn:
             session.turn = None
-        session.state = "idle"
+        session.work_state = "idle"
         self._release_next(session)
 
     def _release_next(self, session: Session) -> None:
@@ -165,7 +180,9 @@ class Spans:
         if outcome is None:
             return "end_turn"
         reason = outcome.get("stopReason") if isinstance(outcome, dict) else outcome
-        if isinstance(reason, str) and (reason in self.runtime.profile.stop_reasons or reason.startswith("_")):
+        if isinstance(reason, str) and (
+            reason in self.runtime.profile.stop_reasons or reason.startswith("_")
+        ):
             return reason
         raise RpcError.internal_error(f"agent returned an invalid stop reason {outcome!r}")
 
@@ -173,9 +190,9 @@ class Spans:
 
     async def set_state(self, session: Session, state: str) -> None:
         """Report the session's foreground state (``running``, ``requires_action``)."""
-        if session.state == state or session.closed:
+        if session.work_state == state or session.closed:
             return
-        session.state = state
+        session.work_state = state
         await self._send(session, {"sessionUpdate": "state_update", "state": state})
 
     async def _send(self, session: Session, update: dict[str, Any]) -> None:
@@ -205,4 +222,98 @@ class Spans:
 
     async def snapshot(self, session: Session) -> None:
         """The current-state ``state_update`` a resume sends after its replay, before its answer."""
-        await self._send(session, {"sessionUpdate": "state_update", "state": session.state})
+        await self._send(session, {"sessionUpdate": "state_update", "state": session.work_state})
+
+    # ------------------------------------------------------------------ handlers (v2)
+
+    async def session_cancel(self, params: Any) -> None:
+        """``session/cancel``: the span and the prompts held now (never one sent after it)."""
+        runtime = self.runtime
+        problem = params_problem(p.SESSION_CANCEL, params)
+        if problem is not None:  # a notification: never answered, only logged
+            logger.debug("ignoring session/cancel: invalid params: %s", problem)
+            return
+        sid = params.get("sessionId")
+        session = runtime.sessions.get(sid) if isinstance(sid, str) else None
+        if session is None:
+            logger.debug("session/cancel for unknown session %r", sid)
+            return
+        if runtime.faults.ignore_session_cancel:
+            logger.debug("fault: ignoring session/cancel for %s", sid)
+            return
+        self.cancel(session, "session/cancel")
+
+    async def close_session(self, params: Any) -> dict[str, Any]:
+        """``session/close``: its work cancelled, the idle ``cancelled`` sent, then the answer and
+        nothing more of the session. An unknown session is ``-32002`` (clients count it closed)."""
+        runtime = self.runtime
+        session = runtime._session(check_params(p.SESSION_CLOSE, params))
+        await self.close(session)
+        if _implements_close(runtime):
+            await runtime.agent.close_session(session)
+        runtime.sessions.pop(session.id, None)
+        return {}
+
+    async def resume_session(self, params: Any) -> dict[str, Any]:
+        """``session/resume``: the agent's replay (``replayFrom``), then the current state, then
+        the answer. A session this runtime does not hold is resumed only by an agent that
+        implements ``resume_session``; else ``-32002``."""
+        runtime = self.runtime
+        params = check_params(p.SESSION_RESUME, params)
+        replay = params.get("replayFrom")
+        if replay is not None and not (isinstance(replay, dict) and replay.get("type") == "start"):
+            raise RpcError.invalid_params(
+                '"replayFrom": only {"type": "start"} is supported', {"replayFrom": replay}
+            )
+        sid = params.get("sessionId")
+        if not isinstance(sid, str):
+            raise RpcError.invalid_params('"sessionId" must be a string')
+        session = runtime.sessions.get(sid)
+        extra: dict[str, Any] = {}
+        if _implements_resume(runtime):
+            session = session or runtime._open_session(sid, params)
+            extra = await runtime.agent.resume_session(session) or {}
+        elif session is None:
+            raise RpcError.resource_not_found(f"unknown session {sid!r}", {"sessionId": sid})
+        await self.snapshot(session)
+        return extra
+
+    async def list_sessions(self, params: Any) -> dict[str, Any]:
+        """``session/list``: the agent's own listing, or the sessions this runtime holds."""
+        runtime = self.runtime
+        params = check_params(p.SESSION_LIST, params)
+        if _implements_list(runtime):
+            return await runtime.agent.list_sessions(params)
+        cwd = params.get("cwd")
+        return {
+            "sessions": [
+                {"sessionId": s.id, "cwd": s.cwd}
+                for s in runtime.sessions.values()
+                if not s.closed and (cwd is None or s.cwd == cwd)
+            ]
+        }
+
+
+def _not_in_v2(method: str) -> Any:
+    async def refuse(params: Any) -> Any:
+        raise RpcError.method_not_found(method)
+
+    return refuse
+
+
+def _implements_close(runtime: AgentRuntime) -> bool:
+    from ._runtime import _implements
+
+    return _implements(runtime.agent, "close_session")
+
+
+def _implements_resume(runtime: AgentRuntime) -> bool:
+    from ._runtime import _implements
+
+    return _implements(runtime.agent, "resume_session")
+
+
+def _implements_list(runtime: AgentRuntime) -> bool:
+    from ._runtime import _implements
+
+    return _implements(runtime.agent, "list_sessions")

@@ -10,12 +10,14 @@ response (spec: updates after ``session/cancel`` MUST come before the response).
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
-from ..core import AcpError, AgentTurnEvent, AgentTurnMachine, RpcError
+from ..core import AcpError, AgentTurnEvent, AgentTurnMachine, RpcError, TurnEnd
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
@@ -45,12 +47,24 @@ class Session:
         """The ``session/new`` (or load/resume) params as received."""
         self.turn: Turn | None = None
         """The running prompt turn, if any."""
+        self.held: collections.deque[tuple[asyncio.Future[None], asyncio.Task[Any] | None]] = (
+            collections.deque()
+        )
+        """v2: prompts waiting to be inserted, in order (a gate and the task serving each)."""
+        self.work_state = "idle"
+        """v2: the foreground state last reported (``idle``, ``running``, ``requires_action``)."""
+        self.closed = False
+        """v2: ``session/close`` ended it; nothing more of it is sent."""
         self.mode: str | None = None
         self.state: dict[str, Any] = {}
         """Free space for the agent's own per-session state (history, model, ...)."""
 
     async def update(self, update: dict[str, Any]) -> None:
-        """Send a ``session/update`` that is not part of a turn (commands, mode, title, usage)."""
+        """Send a ``session/update`` that is not part of a turn (commands, mode, title, usage;
+        in v2 also background work after a turn's idle). Raises ``TurnEndedError`` once the
+        session was closed (v2: nothing of it after the close's answer)."""
+        if self.closed:
+            raise TurnEndedError(f"session {self.id} is closed; update not sent")
         await self.runtime.connection.notify(p.SESSION_UPDATE, {"sessionId": self.id, "update": update})
 
     def __repr__(self) -> str:
@@ -137,6 +151,15 @@ class Turn:
         self._after_end: list[Callable[[], object]] = []
         self._cancel_event = asyncio.Event()
         self._notify = runtime.connection.notify
+        self._shapes = runtime.profile.shapes
+        self.user_message_id: str | None = None
+        """v2: the ``messageId`` the runtime gave the prompt when it inserted it."""
+        self.span: asyncio.Task[None] | None = None
+        """v2: the runtime's task that ends the span (done once its idle is sent)."""
+        self._ids: dict[str, str] = {}
+        self._permissions = 0
+        self._spans = runtime.spans if runtime.profile.turn_end is TurnEnd.IDLE_STATE else None
+        """v2: the runtime's span lifecycle (the foreground state a permission question changes)."""
 
     @property
     def cancel_requested(self) -> bool:
@@ -175,23 +198,26 @@ class Turn:
             raise TurnEndedError(f"turn of session {self.session.id} has ended; update not sent")
         await self._notify(p.SESSION_UPDATE, {"sessionId": self.session.id, "update": update})
 
+    def _id(self, what: str) -> str | None:
+        """This turn's id for its ``what`` (message, thought, plan) where the version needs one."""
+        if not self._shapes.message_ids_required and what != "plan":
+            return None
+        found = self._ids.get(what)
+        if found is None:
+            found = self._ids[what] = f"{what}_{uuid.uuid4().hex[:12]}"
+        return found
+
     async def message(self, text: str, *, message_id: str | None = None) -> None:
-        """Stream an ``agent_message_chunk`` of text."""
-        update: dict[str, Any] = {
-            "sessionUpdate": "agent_message_chunk",
-            "content": {"type": "text", "text": text},
-        }
-        if message_id is not None:
-            update["messageId"] = message_id
-        await self.update(update)
+        """Stream an ``agent_message_chunk`` of text (v2: one message id per turn by default)."""
+        await self.update(self._shapes.chunk("agent_message_chunk", text, message_id or self._id("msg")))
 
     async def thought(self, text: str) -> None:
         """Stream an ``agent_thought_chunk`` of text."""
-        await self.update({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}})
+        await self.update(self._shapes.chunk("agent_thought_chunk", text, self._id("thought")))
 
     async def plan(self, entries: Sequence[dict[str, Any]]) -> None:
         """Send the full plan (each entry: ``content``, ``priority``, ``status``)."""
-        await self.update({"sessionUpdate": "plan", "entries": list(entries)})
+        await self.update(self._shapes.plan(self._id("plan") or "plan", entries))
 
     async def tool_call(
         self,
@@ -205,13 +231,7 @@ class Turn:
         """Report a new tool call and return a handle to update it."""
         call = ToolCall(self, tool_call_id or f"call_{next(_tool_ids)}", title, kind)
         call.status = status
-        update: dict[str, Any] = {
-            "sessionUpdate": "tool_call",
-            "toolCallId": call.id,
-            "title": title,
-            "kind": kind,
-            "status": status,
-        }
+        update = self._shapes.new_tool_call(call.id, title, kind, status)
         update.update(fields)
         await self.update(update)
         return call
@@ -237,10 +257,18 @@ class Turn:
                 {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
             ]
         call = tool_call.as_update() if isinstance(tool_call, ToolCall) else tool_call
-        response = await self.request(
-            p.SESSION_REQUEST_PERMISSION,
-            {"sessionId": self.session.id, "toolCall": call, "options": list(options)},
-        )
+        params = self._shapes.permission(self.session.id, call, options)
+        spans = self._spans
+        if spans is not None:  # v2: blocked on the user while a question is pending
+            self._permissions += 1
+            await spans.set_state(self.session, "requires_action")
+        try:
+            response = await self.request(p.SESSION_REQUEST_PERMISSION, params)
+        finally:
+            if spans is not None:
+                self._permissions -= 1
+                if not self._permissions and not self.ended and not self.cancel_requested:
+                    await spans.set_state(self.session, "running")
         outcome = response.get("outcome") if isinstance(response, dict) else None
         if not isinstance(outcome, dict) or "outcome" not in outcome:
             raise RpcError(-32603, "invalid permission response from the client", {"response": response})

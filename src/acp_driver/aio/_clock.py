@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Timer(Protocol):
@@ -32,7 +32,7 @@ class LoopClock:
         return asyncio.get_running_loop().call_at(when, callback)
 
 
-async def wait_on(clock: Clock, futures: Iterable[asyncio.Future[object]], timeout: float) -> bool:
+async def wait_on(clock: Clock, futures: Iterable[asyncio.Future[Any]], timeout: float) -> bool:
     """Wait until one of ``futures`` is done or ``timeout`` seconds passed on ``clock``
     (``asyncio.wait`` with its timeout measured by an injectable clock). True if one is done."""
     pending = set(futures)

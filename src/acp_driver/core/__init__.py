@@ -70,6 +70,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ),
         "._rungs": ("Action", "Rung"),
         "._spans": ("Routed", "SessionSpans"),
+        "._shapes": ("Shapes",),
         "._profile": (
             "LATEST",
             "PROFILES",
@@ -157,5 +158,6 @@ if TYPE_CHECKING:
     from ._profile import profile_for as profile_for
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
+    from ._shapes import Shapes as Shapes
     from ._spans import Routed as Routed
     from ._spans import SessionSpans as SessionSpans

@@ -32,7 +32,9 @@ What the result says happened (``attribute``, decided once, when the turn resolv
   asked for); None for any other resolution;
 - ``resolved_by``: for a cancelled-by-the-host turn, the ladder step that took effect (the last
   one taken before the end); ``ignored`` when the agent ended the turn on its own terms after
-  the cancel (``COMPLETED``: the cancel did not take effect); None when the host never cancelled.
+  the cancel (``COMPLETED`` with another stop reason: it ignored the cancel, or finished first);
+  ``unreported`` when it ended it with no stop reason at all (v2's idle may omit it); None when
+  the host never cancelled.
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ class TurnMachine:
         self.cancel_requested_at: float | None = None
         self._kill_deadline: float | None = None
         self._abandoned = False
+        self._unreported = False
+        """v2: the idle that ended the turn reported no stop reason."""
         self.cancelled_by: str | None = None
         """Who cancelled a ``CANCELLED`` turn: ``host`` or ``agent`` (see the module docstring)."""
         self.resolved_by: str | None = None
@@ -127,6 +131,7 @@ class TurnMachine:
 
     def _end(self, observation: Observation, now: float) -> Step:
         self._abandoned = observation.seen is Seen.ABANDONED
+        self._unreported = observation.seen is Seen.ANSWERED and observation.stop_reason is None
         return self._resolve_as(self.resolve(observation), now)
 
     def _after(self, rungs: list[Rung], now: float) -> Step:
@@ -159,7 +164,8 @@ class TurnMachine:
         if not host_cancelled:
             return cancelled_by, None
         if resolution is Resolution.COMPLETED:
-            return cancelled_by, "ignored"
+            # v2: an idle with no stop reason after the cancel says nothing either way.
+            return cancelled_by, "unreported" if self._unreported else "ignored"
         ladder = self.ladder
         assert ladder is not None
         last = ladder.resolved_by

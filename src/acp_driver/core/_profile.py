@@ -19,13 +19,14 @@ Pure data: no I/O, no clock.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from .. import protocol as p
 from ._rungs import Action, Rung
+from ._shapes import V1_SHAPES, V2_SHAPES, Shapes
 
 
 class TurnEnd(enum.Enum):
@@ -55,6 +56,8 @@ class ProtocolProfile:
     """Requests and notifications an agent may send a client."""
     rung_actions: Mapping[Rung, tuple[Action, ...]]
     """What a host does to the agent at each rung of the cancel ladder."""
+    shapes: Shapes
+    """How an agent writes its chunks, tool calls, plans and permission questions."""
 
     def answer_stop_reason(self, answer: Any) -> str | None:
         """The stop reason a ``session/prompt`` answer ends the turn with (None: not a valid
@@ -124,6 +127,7 @@ V1 = ProtocolProfile(
             Rung.KILL: (Action.KILL,),
         }
     ),
+    shapes=V1_SHAPES,
 )
 
 V2 = ProtocolProfile(
@@ -169,9 +173,10 @@ V2 = ProtocolProfile(
             Rung.KILL: (Action.KILL,),
         }
     ),
+    shapes=V2_SHAPES,
 )
 
-PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1})
+PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1, 2: V2})
 """Every version this package speaks, by number."""
 
 LATEST = max(PROFILES)
@@ -182,9 +187,11 @@ def profile_for(version: int) -> ProtocolProfile:
     return PROFILES[version]
 
 
-def negotiate(requested: int) -> ProtocolProfile:
-    """The version an agent answers a client that asked for ``requested``. Spec
-    (initialization.mdx): "If the Agent supports the requested version, it MUST respond with the
-    same version. Otherwise, the Agent MUST respond with the latest version it supports." (So a
-    client asking for 0 never gets 0 back.)"""
-    return PROFILES.get(requested) or PROFILES[LATEST]
+def negotiate(requested: int, spoken: Collection[int] = tuple(PROFILES)) -> ProtocolProfile:
+    """The version an agent answers a client that asked for ``requested``: that one if spoken,
+    else the highest spoken below it (the v2 schema's rule; v1 says "the latest it supports",
+    which is the same for any client asking a version above ours); a client asking below every
+    version (0, negative) gets the oldest, 1 -- never its own 0 back, and never an error a
+    v1-era client would not expect."""
+    below = [v for v in spoken if v <= requested]
+    return PROFILES[max(below) if below else min(spoken)]

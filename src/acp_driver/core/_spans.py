@@ -12,9 +12,10 @@ order of what was read:
   the id). A prompt refused before insertion (an error, ``-32800`` for a held prompt withdrawn or
   cancelled) settles without one.
 - **resolution**: an idle ``state_update`` ends every inserted turn that has seen foreground work
-  (``running``/``requires_action`` while it was inserted, or inserted while the agent was busy).
-  A repeated idle is a snapshot, not a completion -- except one carrying a stop reason right after
-  a new insertion (work so quick the agent never said ``running``). While a ``session/resume`` is
+  (``running``/``requires_action`` while it was inserted, or inserted while the agent was busy),
+  and every inserted turn whose ``session/cancel`` went out (the idle answers it, with a stop
+  reason or without). A repeated idle is a snapshot, not a completion -- except one carrying a
+  stop reason right after a new insertion (work so quick the agent never said ``running``). While a ``session/resume`` is
   in flight every ``state_update`` is a snapshot: it never ends a turn or confirms a cancel.
 - **ownership** (the fence, by span): an update of a message belongs to the turn that inserted it
   or is working on it (the newest turn inserted and not yet resolved); a tool call or terminal
@@ -74,7 +75,12 @@ class SessionSpans(Generic[K]):
         self._worked: set[K] = set()
         self._fresh: set[K] = set()
         """Turns inserted since the last idle (the quick-work rule)."""
+        self._cancelled: set[K] = set()
+        """Turns whose cancel was sent: the next idle ends them, with or without a reason."""
         self._entity_of: dict[str, K] = {}
+        self.background: set[str] = set()
+        """Ids of the tool calls and terminals the last state update listed as background work
+        (a permission request about one of them is not the foreground's: a cancel leaves it)."""
 
     @property
     def busy(self) -> bool:
@@ -101,6 +107,15 @@ class SessionSpans(Generic[K]):
         if key in self.waiting:
             self.waiting.remove(key)
 
+    def owner_of(self, entity_id: str) -> K | None:
+        """The live turn a tool call or terminal was first seen in (None: none live)."""
+        owner = self._entity_of.get(entity_id)
+        return owner if owner in self.live else None
+
+    def cancel_sent(self, keys: list[K]) -> None:
+        """``session/cancel`` went out for these turns: the next idle is the answer to it."""
+        self._cancelled.update(keys)
+
     def forget(self, key: K) -> None:
         """The turn is over for the host (resolved, or the connection ended)."""
         for bucket in (self.waiting, self.live):
@@ -108,6 +123,7 @@ class SessionSpans(Generic[K]):
                 bucket.remove(key)
         self._worked.discard(key)
         self._fresh.discard(key)
+        self._cancelled.discard(key)
 
     def _insert(self, key: K) -> None:
         self.waiting.remove(key)
@@ -139,7 +155,11 @@ class SessionSpans(Generic[K]):
             routed.owner = owner if owner in self.live else None
             return routed
         plan = raw.get("plan")
-        entity = raw.get("toolCallId") or raw.get("terminalId") or (plan.get("planId") if isinstance(plan, dict) else None)
+        entity = (
+            raw.get("toolCallId")
+            or raw.get("terminalId")
+            or (plan.get("planId") if isinstance(plan, dict) else None)
+        )
         if isinstance(entity, str):
             owner = self._entity_of.get(entity)
             if owner is None and self.live:
@@ -154,6 +174,13 @@ class SessionSpans(Generic[K]):
         state = raw.get("state")
         if not isinstance(state, str):
             return
+        listed = raw.get("background")
+        if isinstance(listed, list):  # a complete snapshot (absent: not reported, keep ours)
+            self.background = {
+                str(item.get("toolCallId") or item.get("terminalId"))
+                for item in listed
+                if isinstance(item, dict) and (item.get("toolCallId") or item.get("terminalId"))
+            }
         previous = self.state
         self.state = state
         if self.resuming:
@@ -166,10 +193,13 @@ class SessionSpans(Generic[K]):
         ended = [
             key
             for key in self.live
-            if key in self._worked or (previous == "idle" and stop is not None and key in self._fresh)
+            if key in self._worked
+            or key in self._cancelled
+            or (previous == "idle" and stop is not None and key in self._fresh)
         ]
         for key in ended:
             self.live.remove(key)
             self._worked.discard(key)
+            self._cancelled.discard(key)
             routed.resolved.append((key, stop))
         self._fresh.clear()

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .. import __version__
 from .. import protocol as p
@@ -41,6 +41,7 @@ from ..core import (
     ProtocolViolation,
     RpcError,
     Tracer,
+    TurnEnd,
     Violation,
 )
 from ..trace import TraceSink, TraceTarget, follow_connection, open_trace, wire_tracer
@@ -53,6 +54,17 @@ from ._services import ClientServices
 from ._session import Scope, SessionHandle
 
 logger = logging.getLogger("acp_driver.driver")
+
+Protocol = Literal["auto", 1, 2]
+"""Which ACP version to speak: ``auto`` (the newest the agent speaks), or insist on 1 or 2."""
+
+_INITIALIZE_NAMES = {
+    TurnEnd.PROMPT_ANSWER: {"info": "agentInfo", "capabilities": "agentCapabilities"},
+    TurnEnd.IDLE_STATE: {"info": "info", "capabilities": "capabilities"},
+}
+"""Where each version's ``initialize`` answer puts the agent's info and capabilities."""
+
+_V2_BASELINE = frozenset({"list", "resume", "close"})
 
 
 class AgentHandle:
@@ -79,6 +91,8 @@ class AgentHandle:
         self.name = name
         self.clock: Clock = clock if clock is not None else LoopClock()
         """The clock the cancel ladder runs on (inject a fake one to test it without waiting)."""
+        self.protocol: Protocol = "auto"
+        """The version asked for at ``initialize`` (``launch(protocol=...)``)."""
         self.profile: ProtocolProfile = V1
         """The protocol version spoken, fixed by ``initialize``."""
         self.sessions: dict[str, SessionHandle] = {}
@@ -138,6 +152,7 @@ class AgentHandle:
         trace: TraceTarget = None,
         clock: Clock | None = None,
         supervise: bool | None = None,
+        protocol: Protocol = "auto",
         on_spawn: Callable[[AgentHandle], object] | None = None,
     ) -> AgentHandle:
         """Spawn ``argv`` in its own process group and complete ``initialize``.
@@ -148,7 +163,8 @@ class AgentHandle:
         ``clock`` is what the cancel ladder's deadlines run on (the event loop's by default);
         ``supervise=False`` opts out of the supervisor that owns the agent's whole process tree;
         ``on_spawn(agent)`` is called once the process exists, before ``initialize`` (so that a
-        host can kill it while it starts, e.g. on a signal).
+        host can kill it while it starts, e.g. on a signal); ``protocol``: ``auto`` (the newest
+        version the agent speaks; ``agent.protocol_version`` says which), ``1`` or ``2``.
         """
         if not argv:
             raise AgentStartError("empty agent command")
@@ -178,6 +194,7 @@ class AgentHandle:
             clock=clock,
         )
         agent.trace = sink
+        agent.protocol = _check_protocol(protocol)
         await agent.start(init_timeout, on_spawn, f"agent {label!r}", agent.aclose)
         return agent
 
@@ -206,11 +223,62 @@ class AgentHandle:
             raise
 
     async def _initialize(self, timeout: float) -> None:
-        params = {
-            "protocolVersion": LATEST,
-            "clientCapabilities": self.services.capabilities(),
-            "clientInfo": {"name": "acp-driver", "title": "acp-driver", "version": __version__},
-        }
+        """``initialize``, negotiating the version (``protocol``): ``auto`` asks for the newest
+        version with v1's field names too, so that a v1 agent can answer it, and speaks what the
+        agent answers (falling back to v1 on the same connection, also after a v2 agent's
+        ``-32022`` naming 1 among its versions); ``1``/``2`` insist on that version."""
+        wanted = self.protocol
+        ask = 1 if wanted == 1 else LATEST
+        try:
+            response = await self._ask_initialize(
+                self._initialize_params(ask, both=wanted == "auto"), timeout
+            )
+        except RpcError as exc:
+            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+            if not (
+                wanted == "auto"
+                and exc.code == p.UNSUPPORTED_PROTOCOL_VERSION
+                and isinstance(supported, list)
+            ):
+                raise
+            spoken = sorted(v for v in supported if v in PROFILES)
+            if not spoken:
+                raise AgentStartError(
+                    f"agent speaks ACP protocol versions {supported!r}; acp-driver speaks "
+                    + ", ".join(str(v) for v in sorted(PROFILES))
+                ) from exc
+            response = await self._ask_initialize(self._initialize_params(spoken[-1], both=False), timeout)
+        if not isinstance(response, dict):
+            raise AgentStartError(f"invalid initialize response: {response!r}")
+        version = response.get("protocolVersion")
+        profile = PROFILES.get(version) if type(version) is int else None
+        if profile is None or (wanted != "auto" and version != wanted):
+            spoken_here = ", ".join(str(v) for v in sorted(PROFILES)) if wanted == "auto" else str(wanted)
+            raise AgentStartError(
+                f"agent speaks ACP protocol version {version!r}; acp-driver asked for {spoken_here}"
+            )
+        self.profile = profile
+        self.protocol_version = version
+        names = _INITIALIZE_NAMES[profile.turn_end]
+        caps = response.get(names["capabilities"])
+        self.capabilities = caps if isinstance(caps, dict) else {}
+        info = response.get(names["info"])
+        self.info = info if isinstance(info, dict) else {}
+        methods = response.get("authMethods")
+        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+
+    def _initialize_params(self, version: int, *, both: bool) -> dict[str, Any]:
+        info = {"name": "acp-driver", "title": "acp-driver", "version": __version__}
+        params: dict[str, Any] = {"protocolVersion": version}
+        if version >= 2:
+            params["info"] = info
+            params["capabilities"] = self.services.capabilities_v2()
+        if version == 1 or both:
+            params["clientInfo"] = info
+            params["clientCapabilities"] = self.services.capabilities()
+        return params
+
+    async def _ask_initialize(self, params: dict[str, Any], timeout: float) -> Any:
         conn = self.connection
         previous = conn.on_violation
         garbage = _GarbageWatch(conn, previous)
@@ -226,7 +294,7 @@ class AgentHandle:
                 _abandon(answer)
                 raise AgentStartError(garbage.report(self.name))
             try:
-                response = answer.result()
+                return answer.result()
             except AcpError as exc:
                 if garbage.lines:
                     then = getattr(exc, "message", None) or str(exc)
@@ -235,27 +303,16 @@ class AgentHandle:
         finally:
             conn.on_violation = previous
             garbage.given_up.cancel()
-        if not isinstance(response, dict):
-            raise AgentStartError(f"invalid initialize response: {response!r}")
-        version = response.get("protocolVersion")
-        profile = PROFILES.get(version) if type(version) is int else None
-        if profile is None:
-            spoken = ", ".join(str(v) for v in sorted(PROFILES))
-            raise AgentStartError(
-                f"agent speaks ACP protocol version {version!r}; acp-driver speaks {spoken}"
-            )
-        self.profile = profile
-        self.protocol_version = version
-        caps = response.get("agentCapabilities")
-        self.capabilities = caps if isinstance(caps, dict) else {}
-        info = response.get("agentInfo")
-        self.info = info if isinstance(info, dict) else {}
-        methods = response.get("authMethods")
-        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
 
     def supports(self, feature: str) -> bool:
-        """``load``, ``list``, ``resume``, ``close``: advertised by the agent?"""
+        """``load``, ``list``, ``resume``, ``close``: advertised by the agent? (v2: the baseline
+        list/resume/close come with ``capabilities.session``; there is no load.)"""
         caps = self.capabilities
+        if self.profile.turn_end is TurnEnd.IDLE_STATE:
+            session_caps = caps.get("session")
+            return isinstance(session_caps, dict) and (
+                feature in _V2_BASELINE or session_caps.get(feature) is not None
+            )
         if feature == "load":
             return bool(caps.get("loadSession"))
         session_caps = caps.get("sessionCapabilities")
@@ -499,6 +556,12 @@ class _GarbageWatch:
             f"agent {name!r} does not speak ACP on its stdout: {self.count} lines that are not "
             f"JSON-RPC before any valid message" + (f", starting with: {quoted}" if quoted else "")
         )
+
+
+def _check_protocol(protocol: Any) -> Protocol:
+    if protocol not in ("auto", 1, 2):
+        raise ValueError(f"protocol must be 'auto', 1 or 2, not {protocol!r}")
+    return protocol  # type: ignore[no-any-return]
 
 
 async def launch(argv: Sequence[str], **options: Any) -> AgentHandle:

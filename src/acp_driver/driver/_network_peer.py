@@ -115,6 +115,7 @@ async def connect(
     http2_prior_knowledge: bool = False,
     ssl_context: ssl.SSLContext | None = None,
     on_connect: Callable[[AgentHandle], object] | None = None,
+    protocol: Any = "auto",
 ) -> AgentHandle:
     """Connect to the ACP agent at ``url`` and complete ``initialize``.
 
@@ -130,7 +131,7 @@ async def connect(
     their values). Needs the ``remote`` extra.
     """
     from ..net import open_transport
-    from ._agent import AgentHandle
+    from ._agent import AgentHandle, _check_protocol
 
     label = name or url
     sink, owned = open_trace(trace, role="host", agent=[url], headers=dict(headers or {}))
@@ -168,5 +169,6 @@ async def connect(
         clock=clock,
     )
     agent.trace = sink
+    agent.protocol = _check_protocol(protocol)
     await agent.start(init_timeout, on_connect, f"agent at {url}", agent.kill)
     return agent

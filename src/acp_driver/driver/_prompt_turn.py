@@ -41,6 +41,7 @@ from ..core import (
     RpcError,
     Rung,
     Seen,
+    TurnEnd,
     TurnMachine,
 )
 from ._results import CancelOutcome, ToolCallState, TurnResult, outcome_from_ladder
@@ -95,7 +96,12 @@ class PromptTurn:
         self.prompt_answer: asyncio.Future[Any] | None = None if isinstance(answer, RpcError) else answer
         """The future of the ``session/prompt`` request (None if it could not be sent): the turn
         owns the updates that arrive while it is not done (see ``SessionHandle.deliver``)."""
-        self._task = asyncio.get_running_loop().create_task(self._run(answer), name=f"prompt {session.id}")
+        self.message_id: str | None = None
+        """v2: the ``messageId`` the agent gave the prompt when it inserted it."""
+        self._cancel_cutoff: list[PromptTurn] = []
+        """v2: the held prompts this turn's cancel may withdraw (those held at the cancel)."""
+        run = self._run_v2 if agent.profile.turn_end is TurnEnd.IDLE_STATE else self._run
+        self._task = asyncio.get_running_loop().create_task(run(answer), name=f"prompt {session.id}")
 
     # ------------------------------------------------------------------ consuming
 
@@ -219,6 +225,57 @@ class PromptTurn:
                 error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
                 self._observe(Observation(Seen.FAILED), None, error)
 
+    async def _run_v2(self, answer: asyncio.Future[Any] | RpcError) -> None:
+        """v2: the prompt's answer says it was inserted (``{messageId}``); the turn ends at the
+        first idle after that (``idle``), or with the prompt when it is refused, withdrawn or
+        cancelled before insertion (an error, ``-32800``)."""
+        spans = self.session.spans
+        assert spans is not None
+        if isinstance(answer, RpcError):
+            spans.refused(self)
+            self._observe(Observation(Seen.FAILED), None, answer)
+            return
+        try:
+            response = await answer
+        except RequestCancelledError as exc:
+            spans.refused(self)  # held, then withdrawn or cancelled: it never ran
+            self._observe(Observation(Seen.FAILED, stop_reason="cancelled"), "cancelled", exc)
+        except ConnectionClosedError as exc:
+            self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, exc)
+        except RpcError as exc:
+            spans.refused(self)
+            self._observe(Observation(Seen.FAILED), None, exc)
+        except asyncio.CancelledError:
+            spans.refused(self)  # withdrawn by the host ($/cancel_request went out)
+            abandoned = RequestCancelledError("prompt withdrawn by the host")
+            self._observe(Observation(Seen.ABANDONED), None, abandoned)
+            raise
+        else:
+            message_id = response.get("messageId") if isinstance(response, dict) else None
+            if not isinstance(message_id, str):
+                logger.warning(
+                    "session %s: a prompt answered without a messageId: %.200r", self.session.id, response
+                )
+            elif self.message_id is not None and self.message_id != message_id:
+                logger.warning(
+                    "session %s: prompt answered with messageId %r, its user message said %r",
+                    self.session.id,
+                    message_id,
+                    self.message_id,
+                )
+            self.message_id = message_id if isinstance(message_id, str) else self.message_id
+            spans.answered(self, message_id if isinstance(message_id, str) else None)
+
+    def inserted_by_update(self, update: Update) -> None:
+        """v2: the agent's ``user_message`` says where this prompt was inserted."""
+        message_id = update.raw.get("messageId")
+        if isinstance(message_id, str) and self.message_id is None:
+            self.message_id = message_id
+
+    def idle(self, stop_reason: str | None) -> None:
+        """v2: the idle that ends this turn's span (its stop reason, None if it reported none)."""
+        self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
+
     def _sent(self, rid: Any) -> None:
         self.request_id = rid
 
@@ -231,7 +288,15 @@ class PromptTurn:
     # ------------------------------------------------------------------ the ladder
 
     def _prompt_requests(self) -> tuple[RequestId, ...]:
-        return () if self.request_id is None else (self.request_id,)
+        """What the middle rung's ``$/cancel_request`` is for: v1 the prompt; v2 the prompts
+        still held that were held at the cancel (a running turn's prompt was answered at its
+        insertion: there is nothing left to cancel of it)."""
+        spans = self.session.spans
+        if spans is None:
+            return () if self.request_id is None else (self.request_id,)
+        return tuple(
+            t.request_id for t in self._cancel_cutoff if t in spans.waiting and t.request_id is not None
+        )
 
     def _observe(
         self, observation: Observation, stop_reason: str | None = None, error: RpcError | None = None
@@ -318,8 +383,10 @@ class PromptTurn:
                 elapsed=round(now - self.started_at, 6),
             )
         session = self.session
-        if session.current_turn is self:
-            session.current_turn = None
+        if self in session.turns:
+            session.turns.remove(self)
+        if session.spans is not None:
+            session.spans.forget(self)
         session.last_turn = self
         self._done.set()
         self._wake()
@@ -355,7 +422,11 @@ class PromptTurn:
                 request=self.request_id,
                 schedule={r.value: at for at, r in self.agent.ladder_policy.schedule()},
             )
-        self._observe(Observation(Seen.CANCEL))
+        spans = self.session.spans
+        if spans is not None and self.result is None:
+            self._cancel_v2(spans)
+        else:
+            self._observe(Observation(Seen.CANCEL))
         await self._done.wait()
         if self._release_task is not None:
             # The turn's terminals are dead when cancel() returns (bounded: never hang here).
@@ -364,8 +435,36 @@ class PromptTurn:
         result = self.result
         ladder = self._machine.ladder
         assert result is not None
-        assert ladder is not None
+        if ladder is None:  # v2: a held prompt withdrawn (no ladder: nothing was running)
+            return CancelOutcome(
+                "current_turn",
+                result.resolution,
+                "withdrawn",
+                result.elapsed,
+                result.stop_reason,
+                ("withdraw",),
+            )
         return outcome_from_ladder("current_turn", ladder, result.stop_reason, self._machine.resolved_by)
+
+    def _cancel_v2(self, spans: Any) -> None:
+        """v2: a held prompt is withdrawn (``$/cancel_request``, answered ``-32800``); a running
+        turn's cancel is the session's (``session/cancel`` stops the work and every prompt held
+        now), so this turn leads the ladder and the others of the session sent before it follow
+        it (their own part of each rung -- permissions answered, terminals killed -- without
+        acting on the agent twice). A prompt sent after the cancel is never touched."""
+        if self in spans.waiting:
+            if self.prompt_answer is not None and not self.prompt_answer.done():
+                self.prompt_answer.cancel()  # $/cancel_request: the prompt is withdrawn
+            return
+        if self._machine.cancel_requested:
+            return
+        others = [t for t in self.session.turns if t is not self and not t.cancel_requested]
+        self._cancel_cutoff = [t for t in spans.waiting if t is not self]
+        spans.cancel_sent([t for t in (self, *others) if t in spans.live])
+        for follower in others:
+            follower._runner.peer = _FOLLOWER
+            follower._observe(Observation(Seen.CANCEL))
+        self._observe(Observation(Seen.CANCEL))
 
     def kill(self) -> None:
         """Skip the rest of the ladder: SIGKILL the agent's group now (e.g. a second Ctrl-C)."""
@@ -373,6 +472,28 @@ class PromptTurn:
 
     def __repr__(self) -> str:
         return f"PromptTurn(session={self.session.id!r}, request={self.request_id!r}, done={self.done})"
+
+
+class _Follower:
+    """A turn that follows another's cancel does nothing to the agent itself (``aio.PeerControl``)."""
+
+    def cancel_session(self, session_id: str) -> None:
+        pass
+
+    def cancel_request(self, request_id: RequestId) -> None:
+        pass
+
+    def close_input(self) -> None:
+        pass
+
+    def terminate(self) -> None:
+        pass
+
+    def kill(self) -> None:
+        pass
+
+
+_FOLLOWER = _Follower()
 
 
 def _deadlines(ladder: CancelLadder | None) -> dict[str, float | None]:

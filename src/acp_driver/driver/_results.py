@@ -17,8 +17,9 @@ class CancelOutcome:
     resolved_by: str
     """``finished`` (it had already ended), ``idle`` (nothing to cancel), the ladder step that
     took effect (``session_cancel``, ``cancel_request``, ``terminate``, ``kill``), ``ignored``
-    (the agent ended the turn on its own terms, e.g. ``end_turn``, after the cancel), or
-    ``closed``."""
+    (the agent ended the turn on its own terms, e.g. ``end_turn``, after the cancel: it ignored
+    the cancel or finished first), ``unreported`` (v2: it ended with an idle that gave no stop
+    reason), ``withdrawn`` (v2: a held prompt, withdrawn before it ran), or ``closed``."""
     elapsed: float
     """Seconds from the cancel to the resolution."""
     stop_reason: str | None = None

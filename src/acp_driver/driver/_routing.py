@@ -53,6 +53,7 @@ class AgentRequests:
         conn = agent.connection
         conn.on_notification_run(p.SESSION_UPDATE, self.on_updates)
         conn.on_request(p.SESSION_REQUEST_PERMISSION, self.on_permission)
+        conn.on_request(p.ELICITATION_CREATE, self.on_elicitation)
         services = agent.services
         if services.fs is not None:
             if services.fs.can_read:
@@ -155,9 +156,15 @@ class AgentRequests:
     async def on_permission(self, params: Any) -> dict[str, Any]:
         session, turn, params = self._session_and_turn(params)
         tool_call = params.get("toolCall")
+        subject = params.get("subject")
+        if tool_call is None and isinstance(subject, dict):  # v2: {subject: {type: tool_call, toolCall}}
+            tool_call = subject.get("toolCall") if subject.get("type") == "tool_call" else subject
         options = params.get("options")
         if not isinstance(tool_call, dict) or not isinstance(options, list):
-            raise RpcError.invalid_params('"toolCall" must be an object and "options" an array')
+            raise RpcError.invalid_params(
+                '"toolCall" (v2: "subject") must be an object and "options" an array'
+            )
+        turn = session.turn_of(tool_call.get("toolCallId"), turn)
         # Spec: pending permission requests of a cancelled turn are answered "cancelled".
         if turn is not None and turn.cancel_requested:
             return {"outcome": dict(CANCELLED_OUTCOME)}
@@ -169,13 +176,45 @@ class AgentRequests:
             with self.turn_work(turn, p.SESSION_REQUEST_PERMISSION):
                 outcome = await self.agent.services.permission(request)
         except asyncio.CancelledError:
-            # Our turn cancel (not the agent's $/cancel_request): answer "cancelled" at once.
-            if turn is not None and turn.cancel_requested and ctx is not None and not ctx.cancel_requested:
+            # Our turn cancel: answer "cancelled" at once. v2 also answers the agent's own
+            # withdrawal ($/cancel_request) with the cancelled outcome (the newer schema's rule).
+            withdrawn = ctx is not None and ctx.cancel_requested
+            if session.spans is not None and withdrawn:
+                return {"outcome": dict(CANCELLED_OUTCOME)}
+            if turn is not None and turn.cancel_requested and not withdrawn:
                 return {"outcome": dict(CANCELLED_OUTCOME)}
             raise
         if turn is not None and turn.cancel_requested:
             return {"outcome": dict(CANCELLED_OUTCOME)}
         return {"outcome": validate_outcome(outcome, request)}
+
+    async def on_elicitation(self, params: Any) -> dict[str, Any]:
+        """v2 ``elicitation/create``: the host's handler, or ``decline``; ``cancel`` when the turn
+        it belongs to is cancelled or the agent withdraws it."""
+        if not isinstance(params, dict):
+            raise RpcError.invalid_params("params must be an object")
+        sid = params.get("sessionId")
+        session = self.agent.sessions.get(sid) if isinstance(sid, str) else None
+        turn = (
+            session.turn_of(params.get("toolCallId"), session.current_turn) if session is not None else None
+        )
+        handler = self.agent.services.elicitation
+        if handler is None:
+            return {"action": "decline"}
+        if turn is not None and turn.cancel_requested:
+            return {"action": "cancel"}
+        try:
+            with self.turn_work(turn, p.ELICITATION_CREATE):
+                answer = await handler(params)
+        except asyncio.CancelledError:
+            return {"action": "cancel"}
+        if turn is not None and turn.cancel_requested:
+            return {"action": "cancel"}
+        return (
+            answer
+            if isinstance(answer, dict) and isinstance(answer.get("action"), str)
+            else {"action": "decline"}
+        )
 
     async def on_read(self, params: Any) -> dict[str, Any]:
         session, turn, params = self._session_and_turn(params)

@@ -8,6 +8,7 @@ with their turn.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._permissions import PermissionPolicy, deny_all
@@ -56,6 +57,11 @@ class TerminalService(Protocol):
         ...
 
 
+ElicitationHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""v2: ``async def handler(params) -> {"action": "accept", "content": {...}} | {"action": "decline"}``
+for an ``elicitation/create`` (a form the agent asks the user to fill); cancelled with its turn."""
+
+
 class ClientServices:
     """The host side's services, advertised as client capabilities."""
 
@@ -65,10 +71,17 @@ class ClientServices:
         permission: PermissionPolicy = deny_all,
         fs: FileSystemService | None = None,
         terminals: TerminalService | None = None,
+        elicitation: ElicitationHandler | None = None,
     ) -> None:
         self.permission = permission
         self.fs = fs
         self.terminals = terminals
+        self.elicitation = elicitation
+
+    def capabilities_v2(self) -> dict[str, Any]:
+        """v2's ``capabilities``: no fs or terminal methods exist there; elicitation (forms)
+        when a handler is given."""
+        return {"elicitation": {"form": {}}} if self.elicitation is not None else {}
 
     def capabilities(self) -> dict[str, Any]:
         """``clientCapabilities`` matching what is enabled (nothing more)."""

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import protocol as p
-from ..core import AcpError, worth_logging
+from ..core import AcpError, SessionSpans, TurnEnd, worth_logging
 from ._prompt_turn import PromptTurn
 from ._results import CancelOutcome
 from ._updates import AgentMessageChunk, Update
@@ -52,8 +52,15 @@ class SessionHandle:
         self.config_options: list[Any] | None = (
             response.get("configOptions") if isinstance(response.get("configOptions"), list) else None
         )
-        self.current_turn: PromptTurn | None = None
+        self.turns: list[PromptTurn] = []
+        """The turns not resolved yet, oldest first (v1: at most one; v2: held prompts too)."""
         self.last_turn: PromptTurn | None = None
+        self.spans: SessionSpans[PromptTurn] | None = (
+            SessionSpans() if agent.profile.turn_end is TurnEnd.IDLE_STATE else None
+        )
+        """v2: the session's prompts, spans of work and turn ownership (``core.SessionSpans``)."""
+        self.background_updates: collections.deque[Update] = collections.deque(maxlen=256)
+        """v2: updates of no running turn (background work after an idle: normal in v2)."""
         self.closed = False
         self.title: str | None = None
         self.session_updates: collections.deque[Update] = collections.deque(maxlen=256)
@@ -67,17 +74,42 @@ class SessionHandle:
         self.listeners: list[Any] = []
         """Callables ``f(update)`` called for every update of this session (turn or not)."""
 
+    @property
+    def current_turn(self) -> PromptTurn | None:
+        """The oldest turn not resolved yet (None: idle)."""
+        return self.turns[0] if self.turns else None
+
+    def turn_of(self, entity_id: Any, default: PromptTurn | None) -> PromptTurn | None:
+        """The turn an agent request about ``entity_id`` (a tool call, a terminal) is work of.
+        v1: ``default`` (the running turn). v2: the live turn that entity was first seen in,
+        else the turn working now; None for background work (listed by the last state update,
+        or of a turn already over): a cancel leaves it alone."""
+        spans = self.spans
+        if spans is None:
+            return default
+        if isinstance(entity_id, str) and entity_id in spans.background:
+            return None
+        owner = spans.owner_of(entity_id) if isinstance(entity_id, str) else None
+        if owner is not None:
+            return owner
+        return spans.live[-1] if spans.live else None
+
     def prompt(self, prompt: str | Sequence[dict[str, Any]]) -> PromptTurn:
-        """Start a prompt turn. Iterate the result for updates; await it for the ``TurnResult``."""
+        """Start a prompt turn. Iterate the result for updates; await it for the ``TurnResult``.
+
+        v1: one turn at a time. v2: a prompt sent while the agent works is held by the agent
+        and inserted after the work before it, in order; each is a turn of its own."""
         if self.closed:
             raise AcpError(f"session {self.id} is closed")
-        if self.current_turn is not None:
+        if self.turns and self.spans is None:
             raise AcpError(f"session {self.id} already has a turn running")
         if not self.agent.connection.is_open:
             raise self.agent.closed_error()
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
         turn = PromptTurn(self, blocks)
-        self.current_turn = turn
+        self.turns.append(turn)
+        if self.spans is not None:
+            self.spans.sent(turn)
         return turn
 
     async def cancel(self, scope: Scope = "current_turn") -> CancelOutcome:
@@ -140,6 +172,9 @@ class SessionHandle:
 
     def deliver_all(self, updates: Sequence[Update]) -> None:
         """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
+        if self.spans is not None:
+            self._deliver_spans(updates, self.spans)
+            return
         turn_kinds = self.agent.profile.turn_updates
         for update in updates:
             for listener in self.listeners:
@@ -196,3 +231,35 @@ class SessionHandle:
 
     def __repr__(self) -> str:
         return f"SessionHandle({self.id!r})"
+
+    def _deliver_spans(self, updates: Sequence[Update], spans: SessionSpans[PromptTurn]) -> None:
+        """v2: updates fenced by span (``core.SessionSpans``): a message belongs to the turn that
+        inserted it or is working on it, anything of no running turn is the session's (background
+        work after an idle is normal), and an idle ends the turns it ends."""
+        profile = self.agent.profile
+        turn_kinds = profile.turn_updates
+        for update in updates:
+            for listener in self.listeners:
+                try:
+                    listener(update)
+                except Exception:
+                    logger.exception("session listener failed")
+            spans.resuming = self.loading
+            routed = spans.update(update.raw)
+            for turn in routed.inserted:
+                turn.inserted_by_update(update)
+            owner = routed.owner
+            if update.kind not in turn_kinds:
+                self.session_updates.append(update)
+                if update.kind == "session_info_update":
+                    title = update.raw.get("title")
+                    if isinstance(title, str):
+                        self.title = title
+            elif self.loading:
+                self.session_updates.append(update)  # the replay of a resume
+            elif owner is not None:
+                owner.accept(update)
+            else:
+                self.background_updates.append(update)
+            for turn, _raw_reason in routed.resolved:
+                turn.idle(profile.idle_stop_reason(update.raw))

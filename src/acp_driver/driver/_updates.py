@@ -198,6 +198,132 @@ class UsageUpdate(Update):
         return value if isinstance(value, int) else None
 
 
+# ---------------------------------------------------------------------- v2 (docs/v2.md)
+
+
+class _Message(Update):
+    """v2: a message created or patched by ``messageId`` (``content`` present: replaces it)."""
+
+    __slots__ = ()
+
+    @property
+    def message_id(self) -> str | None:
+        value = self.raw.get("messageId")
+        return value if isinstance(value, str) else None
+
+    @property
+    def content(self) -> list[dict[str, Any]] | None:
+        """The message's new content (None: unchanged; ``[]``: cleared)."""
+        if "content" not in self.raw:
+            return None
+        value = self.raw.get("content")
+        return [b for b in value if isinstance(b, dict)] if isinstance(value, list) else []
+
+
+class UserMessage(_Message):
+    __slots__ = ()
+    kind = "user_message"
+
+
+class AgentMessage(_Message):
+    __slots__ = ()
+    kind = "agent_message"
+
+
+class AgentThought(_Message):
+    __slots__ = ()
+    kind = "agent_thought"
+
+
+class StateUpdate(Update):
+    """v2: the session's foreground state (``running``, ``requires_action``, ``idle``)."""
+
+    __slots__ = ()
+    kind = "state_update"
+    turn_scoped = False
+
+    @property
+    def state(self) -> str | None:
+        value = self.raw.get("state")
+        return value if isinstance(value, str) else None
+
+    @property
+    def stop_reason(self) -> str | None:
+        value = self.raw.get("stopReason")
+        return value if isinstance(value, str) else None
+
+    @property
+    def background(self) -> list[dict[str, Any]] | None:
+        """The background work listed (None: not reported)."""
+        value = self.raw.get("background")
+        return [b for b in value if isinstance(b, dict)] if isinstance(value, list) else None
+
+
+class ToolCallContentChunk(_ToolCallBase):
+    """v2: content appended to a tool call's."""
+
+    __slots__ = ()
+    kind = "tool_call_content_chunk"
+
+
+class TerminalUpdate(Update):
+    """v2: a display terminal the agent owns, created or updated."""
+
+    __slots__ = ()
+    kind = "terminal_update"
+
+    @property
+    def terminal_id(self) -> str:
+        value = self.raw.get("terminalId")
+        return value if isinstance(value, str) else ""
+
+
+class TerminalOutputChunk(TerminalUpdate):
+    """v2: bytes appended to a display terminal's output."""
+
+    __slots__ = ()
+    kind = "terminal_output_chunk"
+
+
+class PlanUpdate(Update):
+    """v2: a plan by ``planId``, replaced whole."""
+
+    __slots__ = ()
+    kind = "plan_update"
+
+    @property
+    def plan_id(self) -> str | None:
+        plan = self.raw.get("plan")
+        value = plan.get("planId") if isinstance(plan, dict) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        plan = self.raw.get("plan")
+        value = plan.get("entries") if isinstance(plan, dict) else None
+        return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+class Notice(Update):
+    """v2: information for the user that is not part of the session's history."""
+
+    __slots__ = ()
+    kind = "notice"
+    turn_scoped = False
+
+
+class CompactionUpdate(Update):
+    __slots__ = ()
+    kind = "compaction_update"
+    turn_scoped = False
+
+
+class CompactionSummaryChunk(Update):
+    __slots__ = ()
+    kind = "compaction_summary_chunk"
+    turn_scoped = False
+
+
 class UnknownUpdate(Update):
     """An update kind this version does not know (kept, never dropped)."""
 
@@ -220,9 +346,22 @@ UPDATE_TYPES: dict[str, type[Update]] = {
         ConfigOptionUpdate,
         SessionInfoUpdate,
         UsageUpdate,
+        UserMessage,
+        AgentMessage,
+        AgentThought,
+        StateUpdate,
+        ToolCallContentChunk,
+        TerminalUpdate,
+        TerminalOutputChunk,
+        PlanUpdate,
+        Notice,
+        CompactionUpdate,
+        CompactionSummaryChunk,
     )
 }
-assert set(UPDATE_TYPES) == p.TURN_UPDATES | p.SESSION_WIDE_UPDATES
+assert set(UPDATE_TYPES) == (
+    p.TURN_UPDATES | p.SESSION_WIDE_UPDATES | p.TURN_UPDATES_V2 | p.SESSION_WIDE_UPDATES_V2
+)
 
 
 def make_update(session_id: str, raw: dict[str, Any]) -> Update:
