@@ -35,7 +35,13 @@ class Shapes:
         return update
 
     def new_tool_call(self, tool_call_id: str, title: str, kind: str, status: str) -> dict[str, Any]:
-        return {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status}
+        return {
+            "sessionUpdate": "tool_call",
+            "toolCallId": tool_call_id,
+            "title": title,
+            "kind": kind,
+            "status": status,
+        }
 
     def plan(self, plan_id: str, entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {"sessionUpdate": "plan", "entries": list(entries)}
@@ -61,7 +67,10 @@ class ShapesV2(Shapes):
         }
 
     def plan(self, plan_id: str, entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        return {"sessionUpdate": "plan_update", "plan": {"type": "items", "planId": plan_id, "entries": list(entries)}}
+        return {
+            "sessionUpdate": "plan_update",
+            "plan": {"type": "items", "planId": plan_id, "entries": list(entries)},
+        }
 
     def permission(
         self, session_id: str, tool_call: dict[str, Any], options: Sequence[dict[str, Any]]

@@ -139,7 +139,11 @@ class SessionSpans(Generic[K]):
             routed.owner = owner if owner in self.live else None
             return routed
         plan = raw.get("plan")
-        entity = raw.get("toolCallId") or raw.get("terminalId") or (plan.get("planId") if isinstance(plan, dict) else None)
+        entity = (
+            raw.get("toolCallId")
+            or raw.get("terminalId")
+            or (plan.get("planId") if isinstance(plan, dict) else None)
+        )
         if isinstance(entity, str):
             owner = self._entity_of.get(entity)
             if owner is None and self.live:
