@@ -1082,7 +1082,7 @@ MUTATIONS = [
         "an update of a kind the version does not know is kept as the session's, never late",
         "driver/_session.py",
         "            if update.kind not in turn_kinds:  # about the session (or unknown): valid any time\n",
-        "            if update.kind not in turn_kinds and update.kind != \"unknown\":\n",
+        '            if update.kind not in turn_kinds and update.kind != "unknown":\n',
         ("tests/driver/test_faults.py::test_updates_after_the_response_are_late",),
     ),
 ]

@@ -31,7 +31,9 @@ import orjson
 
 from .. import protocol as p
 
-SESSION_WIDE = p.SESSION_WIDE_UPDATES
+TURN_UPDATES = p.TURN_UPDATES
+"""The driver's rule (the v1 profile's ``turn_updates``): only these kinds belong to a turn; any
+other kind -- about the session, or unknown -- is valid at any time, never late."""
 
 
 class TraceFormatError(ValueError):
@@ -403,7 +405,7 @@ class _Analysis:
             turn.updates.append(self.moment(event, "update", kind))
             return
         last = peer.last_turn(session)
-        if last is not None and kind not in SESSION_WIDE:
+        if last is not None and kind in TURN_UPDATES:
             last.late.append(self.moment(event, "late", f"{kind} after the turn's answer"))
 
     # ------------------------------------------------------------------ lifecycle
