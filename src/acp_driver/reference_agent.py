@@ -12,8 +12,14 @@ Each prompt line starting with ``/`` is a command; any other text is echoed back
     /terminal CMD ARGS  run a command through the client's terminal; report output and exit status
     /tool NAME          a tool call with progress updates
     /title TEXT         a session_info_update with a title, sent just after the turn's response
+    /background N MS    (v2) a tool call left running as background work: N progress updates,
+                        MS apart, after the span's idle, then its completion
     /fail MESSAGE       end the turn with a JSON-RPC error
     /stop REASON        end the turn with this stop reason
+
+In v2 (``--protocol 2``, or a client asking for 2) the runtime keeps the lifecycle: held prompts,
+``user_message``, ``running``/``requires_action``, one idle per span. ``session/resume`` with
+``replayFrom: {"type": "start"}`` replays the session's messages before the state snapshot.
 
 Extension methods: ``_acp_driver/echo`` (returns its params) and ``_acp_driver/sleep``
 ``{"ms": N}`` (answers after N ms; cancellable with ``$/cancel_request``).
@@ -26,6 +32,11 @@ Extension methods: ``_acp_driver/echo`` (returns its params) and ``_acp_driver/s
     error-on-cancel              stops on cancel but answers a JSON-RPC error
     no-answer-on-cancel-request  ignores $/cancel_request only (the request runs on)
     hang                         never answers a prompt, ignores SIGTERM (only SIGKILL ends it)
+    never-idle                   (v2) stops on cancel but never sends the idle that ends the span
+    idle-without-reason          (v2) every idle state_update without a stopReason
+
+``--protocol 1`` / ``2`` restricts the versions it speaks (default: both; a client asking for
+another gets the nearest, as the spec says).
 """
 
 from __future__ import annotations
@@ -46,6 +57,8 @@ BEHAVIORS = (
     "error-on-cancel",
     "no-answer-on-cancel-request",
     "hang",
+    "never-idle",
+    "idle-without-reason",
 )
 
 
@@ -66,6 +79,9 @@ class ReferenceAgent(Agent):
 
     async def new_session(self, session: Session) -> dict[str, Any] | None:
         session.state["turns"] = 0
+        session.state["history"] = []
+        if session.runtime.protocol_version != 1:
+            return None  # v2 has no session modes
         return {
             "modes": {
                 "currentModeId": "default",
@@ -85,6 +101,16 @@ class ReferenceAgent(Agent):
     async def close_session(self, session: Session) -> None:
         return None
 
+    async def resume_session(self, session: Session) -> dict[str, Any] | None:
+        """Replays the session's messages when asked to (v2 ``replayFrom: start``); a session
+        of another connection starts empty (nothing is kept on disk)."""
+        history = session.state.setdefault("history", [])
+        replay = session.params.get("replayFrom")
+        if isinstance(replay, dict) and replay.get("type") == "start":
+            for update in list(history):
+                await session.update(update)
+        return None
+
     def extensions(self) -> dict[str, Any]:
         return {"_acp_driver/echo": _echo, "_acp_driver/sleep": _sleep}
 
@@ -94,6 +120,11 @@ class ReferenceAgent(Agent):
             while True:
                 time.sleep(3600)  # noqa: ASYNC251 - blocking the loop is the point
         turn.session.state["turns"] = turn.session.state.get("turns", 0) + 1
+        history = turn.session.state.setdefault("history", [])
+        if turn.user_message_id is not None:
+            history.append(
+                {"sessionUpdate": "user_message", "messageId": turn.user_message_id, "content": turn.prompt}
+            )
         stop: str | None = None
         for line in turn.text.splitlines() or [""]:
             stripped = line.strip()
@@ -226,8 +257,47 @@ class ReferenceAgent(Agent):
     async def cmd_stop(self, turn: Turn, args: list[str]) -> str:
         return args[0] if args else "end_turn"
 
+    async def cmd_background(self, turn: Turn, args: list[str]) -> None:
+        count = int(args[0]) if args else 3
+        delay = int(args[1]) / 1000 if len(args) > 1 else 0.05
+        call = await turn.tool_call("a background job", kind="other", status="in_progress")
+        session = turn.session
+        item = {"type": "tool_call", "toolCallId": call.id}
+        session.background.append(item)
+
+        async def run() -> None:
+            try:
+                for i in range(count):
+                    await asyncio.sleep(delay)
+                    await session.update(
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": call.id,
+                            "content": [
+                                {
+                                    "type": "content",
+                                    "content": {"type": "text", "text": f"step {i + 1}/{count}"},
+                                }
+                            ],
+                        }
+                    )
+                await session.update(
+                    {"sessionUpdate": "tool_call_update", "toolCallId": call.id, "status": "completed"}
+                )
+            finally:
+                if item in session.background:
+                    session.background.remove(item)
+
+        turn.after_end(lambda: _keep(asyncio.get_running_loop().create_task(run())))
+        await turn.message(f"started {call.id} in the background\n")
+
 
 _background: set[asyncio.Task[None]] = set()
+
+
+def _keep(task: asyncio.Task[None]) -> None:
+    _background.add(task)
+    task.add_done_callback(_background.discard)
 
 
 def _echo(params: Any) -> Any:
@@ -268,12 +338,17 @@ def faults_for(behavior: str) -> tuple[Faults, bool]:
         return Faults(), False
     if behavior == "hang":
         return Faults(ignore_session_cancel=True), False
+    if behavior == "never-idle":
+        return Faults(never_idle_on_cancel=True), True
+    if behavior == "idle-without-reason":
+        return Faults(idle_without_stop_reason=True), True
     return Faults(), True
 
 
-def main(behavior: str = "polite") -> None:
-    """Run the reference agent on stdio."""
+def main(behavior: str = "polite", versions: tuple[int, ...] = (1, 2)) -> None:
+    """Run the reference agent on stdio, speaking ``versions``."""
     agent = ReferenceAgent(behavior)
+    agent.protocol_versions = versions
     if behavior == "hang":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     faults, honour = faults_for(behavior)

@@ -55,7 +55,9 @@ def _kill_group(pgid: int) -> None:
 
 @contextlib.asynccontextmanager
 async def running(argv: Sequence[str], **options: Any) -> AsyncIterator[RemoteAgent]:
-    """Launch an agent for a test; its group never outlives the test, pass or fail."""
+    """Launch an agent for a test; its group never outlives the test, pass or fail. The driver
+    tests are about v1 unless they say ``protocol=2`` (``test_v2_*.py``)."""
+    options.setdefault("protocol", 1)
     agent = await launch(argv, **options)
     try:
         yield agent

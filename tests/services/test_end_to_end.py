@@ -33,7 +33,7 @@ AGENT = [sys.executable, "-m", "acp_driver", "agent"]
 async def running(services: ClientServices) -> AsyncIterator[RemoteAgent]:
     """A launched reference agent; whatever happens, nothing of it (or its terminals) survives."""
     async with asyncio.timeout(30):
-        agent = await launch(AGENT, services=services)
+        agent = await launch(AGENT, services=services, protocol=1)
     pgid = agent.process.pgid
     try:
         yield agent
@@ -188,7 +188,7 @@ async def test_aclose_leaves_no_process(root):
     terminals = RecordingTerminals(kill_grace=0.5)
     svc = services(terminals=terminals)
     async with asyncio.timeout(30):
-        agent = await launch(AGENT, services=svc)
+        agent = await launch(AGENT, services=svc, protocol=1)
     agent_pgid = agent.process.pgid
     try:
         session = await agent.new_session(root)

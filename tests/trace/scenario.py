@@ -43,6 +43,7 @@ async def record(path: Path, trace: Any = None) -> None:
         services=ClientServices(permission=hold),
         ladder=LadderPolicy(budget=BUDGET),
         trace=trace if trace is not None else path,
+        protocol=1,  # the scenario's wire is v1's
     )
     try:
         session = await agent.new_session(".")

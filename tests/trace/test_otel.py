@@ -103,6 +103,7 @@ async def test_the_trace_context_crosses_the_wire_in_meta(
         trace=sink,
         services=ClientServices(permission=hold),
         ladder=LadderPolicy(budget=2.0),
+        protocol=1,
     )
     try:
         session = await agent.new_session(".")
@@ -150,7 +151,7 @@ def test_nothing_of_opentelemetry_loads_unless_a_sink_is_made(tmp_path: Path) ->
         "from acp_driver.driver import launch\n"
         "import acp_driver.trace\n"
         "async def main():\n"
-        f"    agent = await launch([sys.executable, '-m', 'acp_driver', 'agent'], trace={str(tmp_path / 't.ndjson')!r})\n"
+        f"    agent = await launch([sys.executable, '-m', 'acp_driver', 'agent'], trace={str(tmp_path / 't.ndjson')!r}, protocol=1)\n"
         "    s = await agent.new_session('.')\n"
         "    await s.prompt('hi')\n"
         "    await agent.aclose()\n"

@@ -152,6 +152,8 @@ class Spans:
                 return
             if faults.stop_reason_on_cancel is not None:
                 stop = faults.stop_reason_on_cancel
+            elif faults.error_on_cancel:
+                stop, error = "error", {"code": -32603, "message": "Operation aborted"}
         update: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
         if not faults.idle_without_stop_reason:
             update["stopReason"] = stop
@@ -196,6 +198,11 @@ class Spans:
         await self._send(session, {"sessionUpdate": "state_update", "state": state})
 
     async def _send(self, session: Session, update: dict[str, Any]) -> None:
+        if update.get("sessionUpdate") == "state_update":
+            if session.background:
+                session.reports_background = True
+            if session.reports_background:  # once reported, on every state update (the schema)
+                update["background"] = list(session.background)
         await self.runtime.connection.notify(p.SESSION_UPDATE, {"sessionId": session.id, "update": update})
 
     def cancel(self, session: Session, reason: str) -> Turn | None:

@@ -55,6 +55,11 @@ class Session:
         """v2: the foreground state last reported (``idle``, ``running``, ``requires_action``)."""
         self.closed = False
         """v2: ``session/close`` ended it; nothing more of it is sent."""
+        self.background: list[dict[str, Any]] = []
+        """v2: the background work the agent runs for this session (``{"type": "tool_call",
+        "toolCallId": ...}`` / ``{"type": "terminal", "terminalId": ...}``): listed on every
+        ``state_update`` once the agent reported any."""
+        self.reports_background = False
         self.mode: str | None = None
         self.state: dict[str, Any] = {}
         """Free space for the agent's own per-session state (history, model, ...)."""

@@ -8,8 +8,8 @@ import signal
 from collections.abc import Sequence
 
 
-def _options(argv: list[str]) -> tuple[str, int]:
-    """``(behavior, verbosity)`` from the command line."""
+def _options(argv: list[str]) -> tuple[str, int, tuple[int, ...]]:
+    """``(behavior, verbosity, versions)`` from the command line."""
     import argparse
 
     from ..reference_agent import BEHAVIORS, __doc__
@@ -23,9 +23,16 @@ def _options(argv: list[str]) -> tuple[str, int]:
     parser.add_argument(
         "--behavior", choices=BEHAVIORS, default="polite", help="misbehave like real agents do"
     )
+    parser.add_argument(
+        "--protocol",
+        choices=("auto", "1", "2"),
+        default="auto",
+        help="the ACP versions it speaks: both (auto, the default), or only 1 or only 2",
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log to stderr (-vv for debug)")
     opts = parser.parse_args(argv)
-    return opts.behavior, opts.verbose
+    versions = (1, 2) if opts.protocol == "auto" else (int(opts.protocol),)
+    return opts.behavior, opts.verbose, versions
 
 
 def _closed(fd: int) -> bool:
@@ -39,7 +46,7 @@ def _closed(fd: int) -> bool:
 def agent_main(argv: Sequence[str]) -> int:
     # Hosts start it without options: then no parser, which is a tenth of the agent's start-up
     # (argparse's help formatter imports shutil and, through it, the compression modules).
-    behavior, verbose = _options(list(argv)) if argv else ("polite", 0)
+    behavior, verbose, versions = _options(list(argv)) if argv else ("polite", 0, (1, 2))
     for fd, name, role in ((0, "stdin", "reads its messages"), (1, "stdout", "writes its messages")):
         if _closed(fd):  # ``<&-`` / ``>&-``: an ACP agent has no other channel
             if not _closed(2):
@@ -58,5 +65,5 @@ def agent_main(argv: Sequence[str]) -> int:
     # the Unix way, killed by SIGINT: a KeyboardInterrupt would surface inside one of the event
     # loop's tasks and print its traceback.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    main(behavior)
+    main(behavior, versions)
     return 0

@@ -107,6 +107,7 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     )
     _add_auth(parser)
     _add_mode(parser)
+    _add_protocol(parser)
     _add_trace(parser)
     parser.add_argument("--no-fs", action="store_true", help="do not offer file access to the agent")
     parser.add_argument("--no-terminal", action="store_true", help="do not offer terminals to the agent")
@@ -127,6 +128,16 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="trust this PEM certificate (a private CA, a self-signed server) for a wss:// or https:// "
         "agent, besides the system's authorities",
+    )
+
+
+def _add_protocol(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--protocol",
+        choices=("auto", "1", "2"),
+        default="auto",
+        help="the ACP version to speak: the newest the agent speaks (auto, the default; v1's field "
+        "names are sent too, so a v1 agent answers 1), or insist on 1 or 2",
     )
 
 

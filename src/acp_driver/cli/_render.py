@@ -48,6 +48,14 @@ REMOTE_LADDER_EFFECT = {
 }
 """For a remote agent (``connect``): TERMINATE and KILL end the connection, not a process."""
 
+V2_LADDER_TEXT = {
+    Rung.SESSION_CANCEL: "sent session/cancel",
+    Rung.CANCEL_REQUEST: "no idle yet: $/cancel_request for the prompts still held",
+    Rung.TERMINATE: "still no idle: SIGTERM to the agent's process group",
+}
+"""v2: the turn ends with an idle, and the middle rung withdraws the held prompts (the running
+turn's prompt was answered when it was inserted)."""
+
 STATUS_MARK = {"pending": "·", "in_progress": "…", "completed": "✓", "failed": "✗"}
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
@@ -92,6 +100,7 @@ class JsonOutput(Output):
         self._out.flush()
 
     def agent_started(self, agent: Any) -> None:
+        self._protocol = agent.protocol_version
         self._emit(
             {
                 "type": "agent",
@@ -134,6 +143,7 @@ class JsonOutput(Output):
     def result(self, result: TurnResult) -> None:
         obj: dict[str, Any] = {
             "type": "result",
+            "protocolVersion": getattr(self, "_protocol", None),
             "stopReason": result.stop_reason,
             "resolution": result.resolution.value,
             "elapsedMs": round(result.elapsed * 1000, 3),
@@ -175,6 +185,7 @@ class ConsoleOutput(Output):
         self.quiet = quiet
         self.separate_turns = separate_turns
         self._remote = False
+        self._protocol: int | None = None
         self._stream: str | None = None  # "message" or "thought": what the last chunk was
         self._answer_open = False
         """The answer's last line on stdout has no line feed yet."""
@@ -241,10 +252,17 @@ class ConsoleOutput(Output):
 
     def agent_started(self, agent: Any) -> None:
         self._remote = bool(agent.remote)
+        self._protocol = agent.protocol_version
         info = agent.info or {}
         name = info.get("title") or info.get("name") or agent.name
         self._info(
-            _text((f"agent: {shown(name)} {shown(info.get('version', ''))} ({shown(agent.where)})", "dim"))
+            _text(
+                (
+                    f"agent: {shown(name)} {shown(info.get('version', ''))} ({shown(agent.where)}; "
+                    f"ACP v{agent.protocol_version})",
+                    "dim",
+                )
+            )
         )
 
     def update(self, update: Update) -> None:
@@ -274,9 +292,22 @@ class ConsoleOutput(Output):
                 self._stream = None
         elif kind in ("tool_call", "tool_call_update"):
             self._tool(update)
-        elif kind == "plan":
+        elif kind == "agent_message" and isinstance(update.raw.get("content"), list):
+            # v2: a whole message (an upsert): its text, as a chunk would show it.
+            texts = [
+                b.get("text")
+                for b in update.raw["content"]
+                if isinstance(b, dict) and b.get("type") == "text"
+            ]
+            if texts:
+                self._end_line()
+                self.out.file.write(shown("".join(str(t) for t in texts), lines=True))
+                self.out.file.flush()
+                self._answer_open = True
+        elif kind in ("plan", "plan_update"):
+            plan = update.raw.get("plan") if kind == "plan_update" else update.raw
             lines: list[str | tuple[str, str]] = [("plan", "bold")]
-            for entry in update.raw.get("entries") or []:
+            for entry in (plan.get("entries") if isinstance(plan, dict) else None) or []:
                 if isinstance(entry, dict):
                     mark = PLAN_MARK.get(str(entry.get("status")), "[?]")
                     lines.append(f"\n  {mark} {shown(entry.get('content', ''))}")
@@ -285,12 +316,15 @@ class ConsoleOutput(Output):
             self._info(_text((f"title: {shown(update.raw['title'])}", "dim")))
         elif kind == "current_mode_update":
             self._info(_text((f"mode: {shown(update.raw.get('currentModeId'))}", "dim")))
+        elif kind == "notice":
+            message = update.raw.get("message") or update.raw.get("text") or ""
+            self._info(_text((f"notice: {shown(message)}", "dim")))
 
     def _tool(self, update: Update) -> None:
         raw = update.raw
         tid = str(raw.get("toolCallId"))
         status = raw.get("status")
-        if update.kind == "tool_call":
+        if update.kind == "tool_call" or tid not in self._tool_titles:  # v2: an update creates it
             title = shown(raw.get("title") or tid)
             kind = raw.get("kind") or "other"
             self._tool_status[tid] = status
@@ -330,7 +364,10 @@ class ConsoleOutput(Output):
 
     def ladder_step(self, rung: Rung, elapsed: float) -> None:
         colour = "yellow" if rung in (Rung.SESSION_CANCEL, Rung.CANCEL_REQUEST) else "red"
-        text = (REMOTE_LADDER_TEXT if self._remote else LADDER_TEXT)[rung]
+        table = REMOTE_LADDER_TEXT if self._remote else LADDER_TEXT
+        if self._protocol == 2 and rung in V2_LADDER_TEXT and not (self._remote and rung is Rung.TERMINATE):
+            table = V2_LADDER_TEXT
+        text = table[rung]
         self._info(_text((f"  → {text}", colour), " ", (f"(+{elapsed * 1000:.0f} ms)", "dim")))
 
     def result(self, result: TurnResult) -> None:
@@ -344,7 +381,11 @@ class ConsoleOutput(Output):
             detail += "; cancelled by the agent, nobody here asked"
         cancel = result.cancel
         if cancel is not None and cancel.resolved_by == "ignored":
-            detail += "; the cancel was ignored: the agent ended the turn on its own"
+            detail += "; the cancel did not take effect: the agent ended the turn on its own (it ignored it or finished first)"
+        elif cancel is not None and cancel.resolved_by == "unreported":
+            detail += "; the agent ended the work without saying why (an idle with no stop reason)"
+        elif cancel is not None and cancel.resolved_by == "withdrawn":
+            detail += "; the prompt was withdrawn before the agent ran it"
         elif cancel is not None and cancel.resolved_by in LADDER_EFFECT:
             effect = (REMOTE_LADDER_EFFECT if self._remote else LADDER_EFFECT)[cancel.resolved_by]
             detail += f"; cancelled by this host, {effect} took effect in {cancel.elapsed * 1000:.1f} ms"

@@ -54,6 +54,12 @@ def _auth_offer(agent: AgentHandle) -> str:
     return "methods offered: " + "; ".join(listed)
 
 
+def protocol_option(opts: Any) -> Any:
+    """``--protocol``: ``auto``, or the version as a number."""
+    value = getattr(opts, "protocol", "auto")
+    return value if value == "auto" else int(value)
+
+
 async def _authenticate(agent: AgentHandle, method_id: str, output: Output) -> None:
     method = next((m for m in agent.auth_methods if m.get("id") == method_id), None)
     if method is None:
@@ -102,6 +108,7 @@ async def start_session(
                 ladder=LadderPolicy(budget=budget),
                 on_connect=controller.took,
                 trace=getattr(opts, "trace", None),
+                protocol=protocol_option(opts),
             )
         else:
             agent = await AgentHandle.launch(
@@ -111,6 +118,7 @@ async def start_session(
                 ladder=LadderPolicy(budget=budget),
                 on_spawn=controller.took,  # a signal during initialize can then reach the agent
                 trace=getattr(opts, "trace", None),
+                protocol=protocol_option(opts),
             )
     except AgentStartError as exc:
         output.error(f"agent failed to start: {exc}")

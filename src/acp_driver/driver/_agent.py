@@ -337,7 +337,9 @@ class AgentHandle:
         return self.connection.cancel_request(request_id)
 
     async def authenticate(self, method_id: str) -> dict[str, Any]:
-        result = await self.request(p.AUTHENTICATE, {"methodId": method_id})
+        """``authenticate`` (v2: ``auth/login``) with one of the agent's ``authMethods``."""
+        method = p.AUTHENTICATE if self.profile.turn_end is TurnEnd.PROMPT_ANSWER else p.AUTH_LOGIN
+        result = await self.request(method, {"methodId": method_id})
         return result if isinstance(result, dict) else {}
 
     async def new_session(
@@ -486,6 +488,10 @@ class AgentHandle:
 
     async def _do_finalize(self, reason: str) -> None:
         await self.connection.aclose(reason)
+        # v2: a turn's prompt was answered at its insertion; the agent's end is what ends it.
+        for session in list(self.sessions.values()):
+            for turn in list(session.turns):
+                turn.gone(self.peer.error(reason))
         await self.peer.release()
         terminals = self.services.terminals
         if terminals is not None:

@@ -272,6 +272,11 @@ class PromptTurn:
         if isinstance(message_id, str) and self.message_id is None:
             self.message_id = message_id
 
+    def gone(self, error: RpcError) -> None:
+        """The agent is gone (its process exited, or the connection ended) before this turn
+        ended. v1 sees it through the prompt's future; v2's was answered at insertion."""
+        self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, error)
+
     def idle(self, stop_reason: str | None) -> None:
         """v2: the idle that ends this turn's span (its stop reason, None if it reported none)."""
         self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)

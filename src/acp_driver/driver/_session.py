@@ -153,6 +153,9 @@ class SessionHandle:
         agent.sessions.pop(self.id, None)
 
     async def set_mode(self, mode_id: str) -> dict[str, Any]:
+        """``session/set_mode`` (v2 has no modes: the ``mode`` config option, as agents offer it)."""
+        if self.spans is not None:
+            return await self.set_config_option("mode", mode_id)
         result = await self.agent.request(p.SESSION_SET_MODE, {"sessionId": self.id, "modeId": mode_id})
         if self.modes is not None:
             self.modes["currentModeId"] = mode_id
