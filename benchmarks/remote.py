@@ -56,12 +56,12 @@ COLUMNS = ["stdio", "serve ws", "serve http", "sdk-server ws", "sdk-server http"
 
 async def open_agent(column: str, urls: dict[str, str]) -> Any:
     if column == "stdio":
-        return await launch([sys.executable, "-m", "acp_driver", "agent"])
+        return await launch([sys.executable, "-m", "acp_driver", "agent"], protocol=1)
     where, profile = column.rsplit(" ", 1)
     url = urls[where]
     if profile == "ws":
         url = "ws://" + url.removeprefix("http://")
-    return await connect(url)
+    return await connect(url, protocol=1)
 
 
 async def stream_once(column: str, urls: dict[str, str], n: int, cwd: str) -> float:

@@ -77,7 +77,7 @@ MUTATIONS = [
         "host-permission-cancelled-on-cancel",
         "spec MUST (prompt-turn.mdx): the client answers pending permission requests cancelled",
         "driver/_routing.py",
-        '            if turn is not None and turn.cancel_requested and ctx is not None and not ctx.cancel_requested:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        '            if turn is not None and turn.cancel_requested and not withdrawn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
         "",
         ("tests/driver/test_reference_behaviors.py::test_cancel_answers_pending_permission",),
     ),

@@ -50,7 +50,7 @@ async def main() -> None:
     argv = agent_override(cfg) or AGENT
     echo = cfg.get("echo", ECHO)
     sleep = cfg.get("sleep", SLEEP)
-    agent = await launch(argv)
+    agent = await launch(argv, protocol=1)
     rep.results["rss_host_idle_mib"] = host_rss()
     rep.results["rss_agent_idle_mib"] = rss_mib(agent.process.pid)
     session = await agent.new_session(cwd)
@@ -127,7 +127,7 @@ async def main() -> None:
                 if len(lines) >= n and not all_answered.done():
                     all_answered.set_result(None)
 
-        a = await launch(argv, tracer=tracer)
+        a = await launch(argv, tracer=tracer, protocol=1)
         try:
             conn = a.connection
             futs = [a.request(sleep, {"ms": 60000}) for _ in range(n)]
@@ -174,7 +174,7 @@ async def main() -> None:
         ProcessGroup.supervise_default = supervise
         try:
             t0 = now()
-            a = await launch(AGENT)
+            a = await launch(AGENT, protocol=1)
             elapsed = (now() - t0) * 1000
         finally:
             ProcessGroup.supervise_default = True
@@ -200,7 +200,7 @@ async def main() -> None:
         """A cancel the agent does not honour: time until the ladder resolved the turn; the
         self-check is that the step named ``expect`` resolved it and the agent process is gone."""
         budget = cfg["ignored_budget"]
-        a = await launch([*AGENT, "--behavior", behavior], ladder=LadderPolicy(budget=budget))
+        a = await launch([*AGENT, "--behavior", behavior], ladder=LadderPolicy(budget=budget), protocol=1)
         try:
             s = await a.new_session(cwd)
             turn = s.prompt(BUSY_TURN)

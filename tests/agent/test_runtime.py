@@ -245,8 +245,8 @@ async def test_capabilities_match_what_is_implemented(reference: Client) -> None
     init = next(m for _, m in reference.received() if m.get("id") == 1 and "result" in m)
     caps = init["result"]["agentCapabilities"]
     assert caps["loadSession"] is False
-    assert caps["sessionCapabilities"] == {"close": {}}
-    for method in ("session/load", "session/list", "session/resume", "authenticate"):
+    assert caps["sessionCapabilities"] == {"close": {}, "resume": {}}
+    for method in ("session/load", "session/list", "authenticate"):
         with pytest.raises(RpcError) as info:
             await reference.conn.request(
                 method, {"sessionId": reference.session_id, "cwd": "/", "methodId": "x"}

@@ -160,7 +160,7 @@ def test_a_cancel_the_agent_ignored_is_reported_ignored() -> None:
     assert last["cancelledBy"] is None
     assert last["cancel"]["resolvedBy"] == "ignored"
     human = run("run", "--turn-timeout", "0.3", "--agent", agent, "/sleep 30000")
-    assert "the cancel was ignored: the agent ended the turn on its own" in human.stderr
+    assert "the cancel did not take effect: the agent ended the turn on its own" in human.stderr
 
 
 def test_an_error_answer_is_reported_once_without_a_doubled_prefix() -> None:

@@ -161,7 +161,7 @@ async def test_serve_records_each_connection_and_the_ladder_when_it_ends(tmp_pat
         url = line.split("listening on ")[1].strip().replace("http://", "ws://")
         client_trace = tmp_path / "client.ndjson"
         client = await asyncio.create_subprocess_exec(
-            *CLI, "run", "--agent", url, "--header", "Authorization: Bearer sekrit-token",
+            *CLI, "run", "--protocol", "1", "--agent", url, "--header", "Authorization: Bearer sekrit-token",
             "--trace", str(client_trace), "/stream 500 20",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip

@@ -131,13 +131,17 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
     )
 
 
+PROTOCOL_ENV = "ACP_DRIVER_PROTOCOL"
+
+
 def _add_protocol(parser: argparse.ArgumentParser) -> None:
+    default = os.environ.get(PROTOCOL_ENV, "auto")
     parser.add_argument(
         "--protocol",
         choices=("auto", "1", "2"),
-        default="auto",
-        help="the ACP version to speak: the newest the agent speaks (auto, the default; v1's field "
-        "names are sent too, so a v1 agent answers 1), or insist on 1 or 2",
+        default=default if default in ("auto", "1", "2") else "auto",
+        help="the ACP version to speak: the newest the agent speaks (auto; v1's field names are "
+        f"sent too, so a v1 agent answers 1), or insist on 1 or 2 (default: ${PROTOCOL_ENV}, else auto)",
     )
 
 

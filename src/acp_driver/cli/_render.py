@@ -258,8 +258,8 @@ class ConsoleOutput(Output):
         self._info(
             _text(
                 (
-                    f"agent: {shown(name)} {shown(info.get('version', ''))} ({shown(agent.where)}; "
-                    f"ACP v{agent.protocol_version})",
+                    f"agent: {shown(name)} {shown(info.get('version', ''))} ({shown(agent.where)}), "
+                    f"ACP v{agent.protocol_version}",
                     "dim",
                 )
             )

@@ -130,6 +130,13 @@ def build_serve_parser() -> argparse.ArgumentParser:
         "secrets redacted; each event names its connection); read it with: acp-driver trace FILE",
     )
     serve.add_argument(
+        "--protocol",
+        choices=("auto", "1", "2"),
+        default="auto",
+        help="the highest ACP version a connection may speak (auto: what the client and the agent "
+        "agree on; 1: a client asking for 2 is relayed as asking for 1)",
+    )
+    serve.add_argument(
         "agent_command",
         nargs=argparse.REMAINDER,
         help="-- AGENT_CMD... (default: the bundled reference agent)",
@@ -242,6 +249,7 @@ def serve_main(opts: argparse.Namespace) -> int:
         "max_connections": opts.max_connections,
         "idle_timeout": opts.idle_timeout,
         "cancel_budget": opts.cancel_budget,
+        "protocol": None if opts.protocol == "auto" else int(opts.protocol),
     }
     if opts.instance is not None:
         options["instance"] = opts.instance

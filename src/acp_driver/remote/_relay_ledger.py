@@ -5,7 +5,10 @@ and forwards messages it does not otherwise touch. It still has to know three th
 learns by parsing each message once:
 
 - the client's requests the agent has not answered (``session/prompt`` above all): when the
-  connection ends, each live turn is cancelled through the ladder;
+  connection ends, each live turn is cancelled through the ladder. In v2 (the ``initialize``
+  answer says which version the connection speaks) a prompt is answered when it is inserted,
+  so a session whose last ``state_update`` said ``running``/``requires_action`` is live too,
+  until its idle;
 - the agent's requests the client has not answered (``session/request_permission``, ``fs/*``,
   ``terminal/*``): when the connection ends, the server answers them for the client that is gone;
 - the sessions of the connection, and for each message from the agent which Streamable HTTP
@@ -51,6 +54,10 @@ class RelayLedger:
     """Sessions established (``session/new`` answered) or being attached (``load``/``resume``)."""
     _attaching: dict[str, str] = field(default_factory=dict)
     """``session/load``/``resume`` requests in flight: id key -> the session they attach."""
+    version: int | None = None
+    """The protocol version the connection speaks (from the ``initialize`` answer)."""
+    working: set[str] = field(default_factory=set)
+    """v2: sessions whose last ``state_update`` said foreground work runs."""
 
     # ------------------------------------------------------------------ client -> agent
 
@@ -84,6 +91,8 @@ class RelayLedger:
             sid = session_id_of(message)
             if key is not None:
                 self.to_client[key] = Pending(message["id"], method, sid)
+            elif method == p.SESSION_UPDATE and sid is not None:
+                self._state(sid, message)
             if sid is not None and sid in self.sessions and sid not in self._attaching.values():
                 return sid
             return CONNECTION  # replay of a load in progress stays in order with its answer
@@ -98,6 +107,9 @@ class RelayLedger:
                 self.sessions.discard(attached)  # the load failed
             return CONNECTION
         if request.method == p.INITIALIZE:
+            result = message.get("result")
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            self.version = version if type(version) is int else None
             return INITIALIZE_REPLY
         if request.method == p.SESSION_NEW:
             sid = session_id_of(message)
@@ -109,11 +121,33 @@ class RelayLedger:
             return request.session_id
         return CONNECTION
 
+    def _state(self, sid: str, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        update = params.get("update") if isinstance(params, dict) else None
+        if not isinstance(update, dict) or update.get("sessionUpdate") != "state_update":
+            return
+        if update.get("state") == "idle":
+            self.working.discard(sid)
+        elif isinstance(update.get("state"), str):
+            self.working.add(sid)
+
     # ------------------------------------------------------------------ questions
 
     def prompts(self) -> list[Pending]:
-        """The ``session/prompt`` requests the agent has not answered: the live turns."""
+        """The ``session/prompt`` requests the agent has not answered (v1: the live turns; v2:
+        the prompts still held, not inserted yet)."""
         return [r for r in self.to_agent.values() if r.method == p.SESSION_PROMPT]
+
+    def live_sessions(self) -> list[str]:
+        """The sessions a cancel must stop: those with a prompt unanswered, and (v2) those
+        whose foreground work runs."""
+        sids = [r.session_id for r in self.prompts() if r.session_id is not None]
+        return list(dict.fromkeys([*sids, *sorted(self.working)]))
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether any turn is live (a prompt unanswered, or v2 work running)."""
+        return bool(self.working) or any(r.method == p.SESSION_PROMPT for r in self.to_agent.values())
 
     @property
     def initializing(self) -> bool:

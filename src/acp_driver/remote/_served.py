@@ -100,6 +100,8 @@ class ServedConnection:
         self.on_reaped: list[Callable[[], object]] = []
         """Called once the agent is reaped (the server forgets the connection then)."""
         self.end_reason: str | None = None
+        self.protocol_cap: int | None = None
+        """``serve --protocol``: the highest version this connection may speak (None: any)."""
         self._machine = ConnectionEndMachine(policy, exit_wait=_REAP_TIMEOUT)
         self._runner: LadderRunner | None = None
         self._end_task: asyncio.Task[None] | None = None
@@ -132,7 +134,11 @@ class ServedConnection:
             return
         self.last_activity = self.clock.now()
         self.inflight.from_client(message)
-        if b"\n" in text or b"\r" in text:
+        if self.protocol_cap is not None and _asks_above(message, self.protocol_cap):
+            # ``serve --protocol N``: the connection speaks at most N (the agent answers N or below).
+            message["params"]["protocolVersion"] = self.protocol_cap
+            text = encode_relayed(message)
+        elif b"\n" in text or b"\r" in text:
             # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
             # re-encode compactly so that the NDJSON agent sees one line.
             text = encode_relayed(message)
@@ -186,7 +192,7 @@ class ServedConnection:
         if isinstance(message, dict) and isinstance(message.get("method"), str) and "id" in message:
             self._answer_for_client()
         runner = self._runner
-        if runner is not None and not self.inflight.prompts():
+        if runner is not None and not self.inflight.in_flight:
             runner.observe(_NOTHING_IN_FLIGHT)
 
     def _answer_for_client(self) -> None:
@@ -291,7 +297,7 @@ class ServedConnection:
             self._machine,
             self,
             self.clock,
-            sessions=lambda: [r.session_id for r in self.inflight.prompts() if r.session_id is not None],
+            sessions=self.inflight.live_sessions,
             requests=lambda: [r.id for r in self.inflight.prompts()],
             on_rung=self._on_rung,
             on_resolved=on_resolved,
@@ -306,7 +312,7 @@ class ServedConnection:
         exited.add_done_callback(on_exit)
         started = self.clock.now()
         try:
-            runner.observe(Observation(Seen.CANCEL, in_flight=bool(self.inflight.prompts())))
+            runner.observe(Observation(Seen.CANCEL, in_flight=self.inflight.in_flight))
             await resolved  # the agent exited, or SIGKILL was sent _REAP_TIMEOUT ago (release reaps)
         finally:
             runner.stop()
@@ -367,6 +373,15 @@ class ServedConnection:
 
     def kill(self) -> None:
         self.backend.kill()
+
+
+def _asks_above(message: Any, cap: int) -> bool:
+    """Whether ``message`` is an ``initialize`` asking for a version above ``cap``."""
+    if not isinstance(message, dict) or message.get("method") != p.INITIALIZE:
+        return False
+    params = message.get("params")
+    version = params.get("protocolVersion") if isinstance(params, dict) else None
+    return type(version) is int and version > cap
 
 
 _GONE = Observation(Seen.GONE)

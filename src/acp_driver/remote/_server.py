@@ -85,6 +85,9 @@ class ServerSettings:
     """Bytes of messages waiting for one stream (or WebSocket), or for the agent to read its
     input, before the connection is ended."""
     initialize_timeout: float = 30.0
+    protocol: int | None = None
+    """The highest ACP version a connection may speak (``--protocol``; None: what the client
+    and the agent agree on). A client asking for more is relayed as asking for this one."""
 
     def check(self) -> None:
         """Raise ``ConfigError`` for a setting that cannot work."""
@@ -269,6 +272,7 @@ class RemoteServer:
             self.clock,
             trace=trace,
         )
+        conn.protocol_cap = self.settings.protocol
         self.connections[connection_id] = conn
         conn.on_end.append(lambda _reason, _code: self.http_connections.pop(connection_id, None))
         conn.on_reaped.append(lambda: self.connections.pop(connection_id, None))
