@@ -6,7 +6,8 @@ Each prompt line starting with ``/`` is a command; any other text is echoed back
     /sleep MS           sleep MS milliseconds
     /think TEXT         a thought chunk
     /plan               a three-entry plan, then its progress
-    /permission         ask session/request_permission for a pretend tool call; report the outcome
+    /permission [MS]    ask session/request_permission for a pretend tool call; report the outcome
+                        (MS: withdraw the question after MS milliseconds, $/cancel_request)
     /read PATH          fs/read_text_file; report the content
     /write PATH TEXT    fs/write_text_file; report success
     /terminal CMD ARGS  run a command through the client's terminal; report output and exit status
@@ -193,7 +194,15 @@ class ReferenceAgent(Agent):
 
     async def cmd_permission(self, turn: Turn, args: list[str]) -> None:
         call = await turn.tool_call("Edit a pretend file", kind="edit")
-        outcome = await turn.request_permission(call)
+        if args:  # /permission MS: the agent gives up on the question after MS ($/cancel_request)
+            try:
+                outcome = await asyncio.wait_for(turn.request_permission(call), int(args[0]) / 1000)
+            except TimeoutError:
+                await call.fail("no answer in time")
+                await turn.message("permission outcome: withdrawn by the agent\n")
+                return
+        else:
+            outcome = await turn.request_permission(call)
         if outcome.get("outcome") == "selected" and str(outcome.get("optionId", "")).startswith("allow"):
             await call.complete("allowed")
         else:

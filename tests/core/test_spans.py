@@ -130,3 +130,34 @@ def test_an_unknown_state_counts_as_busy() -> None:
     spans.update(state("_thinking_hard"))
     assert spans.busy
     assert spans.update(state("idle")).resolved == [("A", None)]  # worked: no reason reported
+
+
+def test_a_running_state_while_resuming_still_counts_as_work() -> None:
+    # A resume on the same connection while the turn's work starts: its "running" is true,
+    # and the turn still ends at its idle (only an idle snapshot is ignored).
+    spans: SessionSpans[str] = SessionSpans()
+    spans.sent("A")
+    spans.update(user("u1"))  # inserted while idle
+    spans.resuming = True
+    spans.update(state("running"))
+    spans.resuming = False
+    assert spans.update(state("idle", "end_turn")).resolved == [("A", "end_turn")]
+
+
+def test_after_a_cancel_any_idle_ends_the_cancelled_turn() -> None:
+    spans: SessionSpans[str] = SessionSpans()
+    spans.sent("A")
+    spans.answered("A", "u1")  # inserted, no running yet
+    spans.cancel_sent(["A"])
+    assert spans.update(state("idle")).resolved == [("A", None)]  # unreported, but the end
+
+
+def test_background_work_is_listed_by_the_last_state_update() -> None:
+    spans: SessionSpans[str] = SessionSpans()
+    listed = [{"type": "tool_call", "toolCallId": "t9"}, {"type": "terminal", "terminalId": "term1"}]
+    spans.update({**state("idle", "end_turn"), "background": listed})
+    assert spans.background == {"t9", "term1"}
+    spans.update(state("running"))  # not reported: unchanged
+    assert spans.background == {"t9", "term1"}
+    spans.update({**state("idle", "end_turn"), "background": []})
+    assert spans.background == set()

@@ -183,11 +183,11 @@ class SessionSpans(Generic[K]):
             }
         previous = self.state
         self.state = state
-        if self.resuming:
-            return  # a snapshot: never a completion
         if state != "idle":
-            self._worked.update(self.live)
+            self._worked.update(self.live)  # work runs (a snapshot that says so is true too)
             return
+        if self.resuming:
+            return  # an idle snapshot: never a completion, never a cancel's confirmation
         reason = raw.get("stopReason")
         stop = reason if isinstance(reason, str) else None
         ended = [

@@ -380,14 +380,33 @@ class AgentHandle:
         session.response = response if isinstance(response, dict) else {}
         return session
 
-    async def resume_session(self, session_id: str, cwd: str | os.PathLike[str]) -> SessionHandle:
+    async def resume_session(
+        self, session_id: str, cwd: str | os.PathLike[str], *, replay: bool = False
+    ) -> SessionHandle:
+        """Resume a session (``session/resume``). v2: ``replay`` asks for the history
+        (``replayFrom: start``), kept in ``session_updates``; the state snapshot the agent sends
+        before its answer is never taken for a turn's end. A session this handle already holds
+        (its turns still running) keeps its handle."""
         if not self.supports("resume"):
             raise AcpError("the agent does not advertise session resume")
         cwd = os.path.abspath(cwd)
-        response = await self.request(
-            p.SESSION_RESUME, {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
-        )
-        return self._add_session(session_id, cwd, response if isinstance(response, dict) else {}, [])
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        if replay:
+            params["replayFrom"] = {"type": "start"}
+        existing = self.sessions.get(session_id)
+        session = existing if existing is not None else self._add_session(session_id, cwd, {}, [])
+        session.loading = True
+        try:
+            response = await self.request(p.SESSION_RESUME, params)
+        except BaseException:
+            if existing is None:
+                self.sessions.pop(session_id, None)
+            raise
+        finally:
+            session.loading = False
+        if isinstance(response, dict):
+            session.response = response
+        return session
 
     async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
         if not self.supports("list"):

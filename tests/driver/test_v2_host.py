@@ -1,0 +1,250 @@
+"""ACP v2 on the host side, against real agent processes: negotiation, turns as spans of work,
+held prompts, and every cancel guarantee v1 gives (the ladder included, on fake time).
+
+The agent is the bundled reference agent (it speaks both versions; ``--protocol`` restricts it,
+``--behavior`` makes it misbehave) or a small script where a peer must do something odd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_driver.driver import (
+    AgentStartError,
+    ClientServices,
+    LadderPolicy,
+    PermissionRequest,
+    Resolution,
+    Rung,
+    allow_all,
+)
+
+from ..fakeclock import FakeClock
+from ..waiting import eventually
+from ..wire import Wire, first_update
+from ._helpers import close_and_check, reference, running, script
+
+T0 = 1000.0
+
+
+def v2(behavior: str = "polite") -> list[str]:
+    return reference(behavior)
+
+
+async def test_auto_speaks_v2_with_a_v2_agent_and_v1_with_a_v1_agent(tmp_path: Path) -> None:
+    async with running(v2(), protocol="auto") as agent:
+        assert agent.protocol_version == 2
+        assert agent.info["name"] == "acp-driver-reference-agent"
+        assert agent.supports("resume") and agent.supports("close")  # v2's baseline
+        session = await agent.new_session(tmp_path)
+        result = await session.prompt("hello")
+        assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+        await close_and_check(agent)
+    async with running([*reference("polite"), "--protocol", "1"], protocol="auto") as agent:
+        assert agent.protocol_version == 1  # the fallback, on the same connection
+        session = await agent.new_session(tmp_path)
+        assert (await session.prompt("hello")).stop_reason == "end_turn"
+        await close_and_check(agent)
+
+
+async def test_insisting_on_a_version_the_agent_does_not_speak_fails_the_start() -> None:
+    with pytest.raises(AgentStartError, match="speaks ACP protocol version 1; acp-driver asked for 2"):
+        async with running([*reference("polite"), "--protocol", "1"], protocol=2):
+            pass
+
+
+async def test_an_agent_refusing_the_version_with_its_list_is_asked_again(tmp_path: Path) -> None:
+    # -32022 with data.supported: the v2 schema's refusal; auto asks again with the best of them.
+    async with running(script("refuses_v2"), protocol="auto") as agent:
+        assert agent.protocol_version == 1
+        session = await agent.new_session(tmp_path)
+        assert (await session.prompt("hi")).stop_reason == "end_turn"
+
+
+async def test_held_prompts_are_turns_of_their_own_in_order(tmp_path: Path) -> None:
+    async with running(v2(), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        first = session.prompt("/stream 3 30")
+        second = session.prompt("two")
+        third = session.prompt("three")
+        texts = []
+        for turn in (first, second, third):
+            result = await turn
+            assert result.stop_reason == "end_turn"
+            texts.append("".join(getattr(u, "text", "") for u in turn._buffer))
+        assert texts == ["chunk 1/3\nchunk 2/3\nchunk 3/3\n", "two\n", "three\n"]
+        assert len({t.message_id for t in (first, second, third)}) == 3
+        assert session.turns == []
+        await close_and_check(agent)
+
+
+@pytest.mark.parametrize(
+    ("behavior", "resolution", "resolved_by", "stop_reason"),
+    [
+        ("polite", Resolution.CANCELLED, "session_cancel", "cancelled"),
+        ("end-turn-on-cancel", Resolution.COMPLETED, "ignored", "end_turn"),
+        ("idle-without-reason", Resolution.COMPLETED, "unreported", None),
+    ],
+)
+async def test_a_cancel_resolves_on_the_next_idle_and_says_what_it_reported(
+    tmp_path: Path, behavior: str, resolution: Resolution, resolved_by: str, stop_reason: str | None
+) -> None:
+    async with running(v2(behavior), protocol=2, ladder=LadderPolicy(budget=6.0)) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 1000 20")
+        await first_update(turn)
+        outcome = await turn.cancel()
+        assert (outcome.resolution, outcome.resolved_by, outcome.stop_reason) == (
+            resolution,
+            resolved_by,
+            stop_reason,
+        )
+        assert outcome.steps == ("session_cancel",)
+        await close_and_check(agent)
+
+
+async def test_an_agent_that_never_idles_is_ended_by_the_ladder_on_fake_time(tmp_path: Path) -> None:
+    clock, wire = FakeClock(T0), Wire()
+    budget = 8.0
+    async with running(
+        v2("never-idle"), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 100000 20")
+        await first_update(turn)
+        held = session.prompt("held behind it")
+        canceller = asyncio.create_task(turn.cancel())
+        await eventually(lambda: turn.ladder is not None, "the ladder")
+        assert turn.ladder is not None
+        assert wire.methods()[-1] == "session/cancel"
+        # The agent answers the held prompt -32800 (session/cancel cancels it) but sends no idle.
+        held_result = await held
+        assert held_result.resolution is Resolution.CANCELLED
+        clock.advance_to(T0 + budget * 0.5)
+        assert turn.ladder.taken[-1] == (T0 + budget * 0.5, Rung.CANCEL_REQUEST)
+        clock.advance_to(T0 + budget * 0.75)  # SIGTERM: the reference agent dies of it
+        outcome = await canceller
+        assert outcome.resolution is Resolution.KILLED
+        assert outcome.resolved_by == "terminate"
+        assert outcome.elapsed == budget * 0.75
+        await close_and_check(agent)
+
+
+async def test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else(tmp_path: Path) -> None:
+    wire = Wire()
+    async with running(v2(), protocol=2, tracer=wire.trace) as agent:
+        session = await agent.new_session(tmp_path)
+        running_turn = session.prompt("/stream 20 20")
+        await first_update(running_turn)
+        held = session.prompt("held")
+        outcome = await held.cancel()
+        assert (outcome.resolution, outcome.resolved_by) == (Resolution.CANCELLED, "withdrawn")
+        assert "session/cancel" not in wire.methods()
+        assert [m["params"]["requestId"] for m in wire.out if m.get("method") == "$/cancel_request"] == [
+            held.request_id
+        ]
+        assert (await running_turn).stop_reason == "end_turn"  # untouched
+        await close_and_check(agent)
+
+
+async def test_a_cancel_never_touches_a_prompt_sent_after_it(tmp_path: Path) -> None:
+    async with running(v2(), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 1000 20")
+        await first_update(turn)
+        cancelling = asyncio.create_task(turn.cancel())
+        await eventually(lambda: turn.ladder is not None, "session/cancel to go out")
+        after = session.prompt("after the cancel")
+        assert (await cancelling).resolution is Resolution.CANCELLED
+        result = await after
+        assert (result.stop_reason, result.cancel) == ("end_turn", None)
+        await close_and_check(agent)
+
+
+async def test_a_pending_permission_is_answered_cancelled_at_the_cancel(tmp_path: Path) -> None:
+    asked = asyncio.Event()
+
+    async def never_decides(request: PermissionRequest) -> dict[str, Any]:
+        asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    wire = Wire()
+    async with running(
+        v2(), protocol=2, tracer=wire.trace, services=ClientServices(permission=never_decides)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/permission")
+        await asyncio.wait_for(asked.wait(), 30)
+        outcome = await turn.cancel()
+        assert outcome.resolution is Resolution.CANCELLED
+        answers = [m for m in wire.out if "result" in m and "outcome" in m["result"]]
+        assert [a["result"] for a in answers] == [{"outcome": {"outcome": "cancelled"}}]
+        await close_and_check(agent)
+
+
+async def test_a_question_the_agent_withdraws_is_answered_with_the_cancelled_outcome(tmp_path: Path) -> None:
+    async def never_decides(request: PermissionRequest) -> dict[str, Any]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    wire = Wire()
+    async with running(
+        v2(), protocol=2, tracer=wire.trace, services=ClientServices(permission=never_decides)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        result = await session.prompt("/permission 100")
+        assert result.stop_reason == "end_turn"  # the agent gave up on its question, not the turn
+        # v2 (RequestPermissionOutcome): a withdrawn question is answered with the cancelled
+        # outcome, a result -- not -32800.
+        answers = [m for m in wire.out if "id" in m and "method" not in m and ("result" in m or "error" in m)]
+        answers = [a for a in answers if a.get("result", {}).get("outcome") or a.get("error")]
+        assert [a.get("result") for a in answers] == [{"outcome": {"outcome": "cancelled"}}]
+        await close_and_check(agent)
+
+
+async def test_background_updates_after_the_idle_are_the_sessions(tmp_path: Path) -> None:
+    async with running(v2(), protocol=2, services=ClientServices(permission=allow_all)) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/background 3 20")
+        result = await turn
+        assert result.stop_reason == "end_turn"
+        await eventually(
+            lambda: any(u.raw.get("status") == "completed" for u in session.background_updates),
+            "the background job to finish",
+        )
+        assert session.late_updates == 0
+        assert turn.late_updates == []
+        await close_and_check(agent)
+
+
+async def test_a_resume_snapshot_is_not_a_completion(tmp_path: Path) -> None:
+    async with running(v2(), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 50 20")
+        await first_update(turn)
+        # A resume on the same connection while the work runs: its snapshot says "running".
+        await agent.resume_session(session.id, tmp_path)
+        assert not turn.done
+        assert (await turn).stop_reason == "end_turn"
+        await close_and_check(agent)
+
+
+async def test_an_agent_gone_mid_span_resolves_the_turn(tmp_path: Path) -> None:
+    async with running(v2(), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 1000 20")
+        await first_update(turn)
+        agent.process.kill()  # not the host's doing: the agent exited, as far as it knows
+        result = await asyncio.wait_for(turn.wait(), 30)
+        assert result.resolution is Resolution.AGENT_EXITED
+        await close_and_check(agent)
+
+
+if sys.platform != "linux":  # pragma: no cover
+    pytestmark = pytest.mark.skip("process supervision tests are Linux-only")
