@@ -1129,7 +1129,7 @@ MUTATIONS = [
         "v2-agent-error-stop-reason",
         "v2: a handler that raises ends its span with stopReason error, never a JSON-RPC error",
         "agent/_spans.py",
-        '                stop, error = "error", {"code": -32603, "message": f"Internal error: {type(exc).__name__}"}\n',
+        '                stop, error = "error", exc.to_error()\n',
         "                raise\n",
         ("tests/agent/test_v2_runtime.py::test_a_handler_that_raises_ends_its_span_with_error_not_a_json_rpc_error",),
     ),
