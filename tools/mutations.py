@@ -1197,6 +1197,14 @@ MUTATIONS = [
         "            pass\n",
         ("tests/remote/test_serve_v2.py",),
     ),
+    Mutation(
+        "v2-host-tool-call-cancel-only-where-advertised",
+        "v2 (CancelToolCallRequest): clients MUST NOT send tool_call/cancel unless the tool call advertises it",
+        "driver/_session.py",
+        "        if not self.cancellable.get(entity_id):\n",
+        "        if False:\n",
+        ("tests/driver/test_v2_host.py::test_a_tool_call_advertising_cancel_is_cancelled_alone",),
+    ),
 ]
 
 

@@ -11,7 +11,7 @@ Each prompt line starting with ``/`` is a command; any other text is echoed back
     /read PATH          fs/read_text_file; report the content
     /write PATH TEXT    fs/write_text_file; report success
     /terminal CMD ARGS  run a command through the client's terminal; report output and exit status
-    /tool NAME          a tool call with progress updates
+    /tool NAME [N]      a tool call with N (3) progress updates; v2: cancellable (tool_call/cancel)
     /title TEXT         a session_info_update with a title, sent just after the turn's response
     /background N MS    (v2) a tool call left running as background work: N progress updates,
                         MS apart, after the span's idle, then its completion
@@ -239,12 +239,21 @@ class ReferenceAgent(Agent):
 
     async def cmd_tool(self, turn: Turn, args: list[str]) -> None:
         name = args[0] if args else "tool"
-        call = await turn.tool_call(name, kind="other")
+        steps = int(args[1]) if len(args) > 1 else 3
+        call = await turn.tool_call(name, kind="other", cancellable=True)
         await call.update("in_progress")
-        for step in range(1, 4):
-            await asyncio.sleep(0.01)
+        for step in range(1, steps + 1):
+            stop = asyncio.ensure_future(call.cancel_requested.wait())
+            try:
+                await asyncio.wait({stop}, timeout=0.01)
+            finally:
+                stop.cancel()
+            if call.cancel_requested.is_set():  # v2 tool_call/cancel: stop, confirm, go on
+                await call.update("cancelled")
+                await turn.message(f"{name} cancelled at step {step}\n")
+                return
             await call.update(
-                content=[{"type": "content", "content": {"type": "text", "text": f"step {step}/3"}}]
+                content=[{"type": "content", "content": {"type": "text", "text": f"step {step}/{steps}"}}]
             )
         await call.complete(f"{name} done")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from acp_driver.core import AcpError
 from acp_driver.driver import (
     AgentStartError,
     ClientServices,
@@ -205,6 +206,24 @@ async def test_a_question_the_agent_withdraws_is_answered_with_the_cancelled_out
         answers = [m for m in wire.out if "id" in m and "method" not in m and ("result" in m or "error" in m)]
         answers = [a for a in answers if a.get("result", {}).get("outcome") or a.get("error")]
         assert [a.get("result") for a in answers] == [{"outcome": {"outcome": "cancelled"}}]
+        await close_and_check(agent)
+
+
+async def test_a_tool_call_advertising_cancel_is_cancelled_alone(tmp_path: Path) -> None:
+    async with running(v2(), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/tool long-job 1000")
+        await eventually(
+            lambda: any(s.status == "in_progress" for s in turn.tool_calls.values()), "the tool to run"
+        )
+        (tool_id,) = turn.tool_calls
+        assert session.cancellable[tool_id]
+        await session.cancel_tool_call(tool_id)
+        result = await turn
+        assert result.stop_reason == "end_turn"  # only the tool call was cancelled, not the turn
+        assert turn.tool_calls[tool_id].status == "cancelled"
+        with pytest.raises(AcpError, match="does not advertise cancel"):
+            await session.cancel_tool_call("call_nope")
         await close_and_check(agent)
 
 

@@ -59,6 +59,7 @@ class Spans:
         conn.on_request(p.SESSION_CLOSE, self.close_session)
         conn.on_request(p.SESSION_RESUME, self.resume_session)
         conn.on_request(p.SESSION_LIST, self.list_sessions)
+        conn.on_request(p.TOOL_CALL_CANCEL, self.cancel_tool_call)
         for method in (p.SESSION_LOAD, p.SESSION_SET_MODE, p.AUTHENTICATE):
             conn.on_request(method, _not_in_v2(method))
 
@@ -287,6 +288,21 @@ class Spans:
             raise RpcError.resource_not_found(f"unknown session {sid!r}", {"sessionId": sid})
         await self.snapshot(session)
         return extra
+
+    async def cancel_tool_call(self, params: Any) -> dict[str, Any]:
+        """``tool_call/cancel``: accepted (the agent's code is told; it confirms with a final
+        ``tool_call_update``) for a tool call that advertises it and is not final; else
+        ``-32602``. It does not change the foreground state by itself."""
+        if not isinstance(params, dict):
+            raise RpcError.invalid_params("params must be an object")
+        session = self.runtime._session(params)
+        call = session.tool_calls.get(params.get("toolCallId"))  # type: ignore[arg-type]
+        if call is None or call.final or not call.cancellable:
+            raise RpcError.invalid_params(
+                "unknown, final or not cancellable tool call", {"toolCallId": params.get("toolCallId")}
+            )
+        call.cancel_requested.set()
+        return {}
 
     async def list_sessions(self, params: Any) -> dict[str, Any]:
         """``session/list``: the agent's own listing, or the sessions this runtime holds."""

@@ -55,6 +55,8 @@ class Session:
         """v2: the foreground state last reported (``idle``, ``running``, ``requires_action``)."""
         self.closed = False
         """v2: ``session/close`` ended it; nothing more of it is sent."""
+        self.tool_calls: dict[str, ToolCall] = {}
+        """The tool calls its turns reported, by id (v2: ``tool_call/cancel`` finds them here)."""
         self.background: list[dict[str, Any]] = []
         """v2: the background work the agent runs for this session (``{"type": "tool_call",
         "toolCallId": ...}`` / ``{"type": "terminal", "terminalId": ...}``): listed on every
@@ -85,6 +87,15 @@ class ToolCall:
         self.title = title
         self.kind = kind
         self.status = "pending"
+        self.cancellable = False
+        """v2: advertises ``capabilities.cancel`` (the client may send ``tool_call/cancel``)."""
+        self.cancel_requested = asyncio.Event()
+        """v2: set when the client sent ``tool_call/cancel`` for it: stop, then report
+        ``cancelled`` (``await call.update("cancelled")``)."""
+
+    @property
+    def final(self) -> bool:
+        return self.status in ("completed", "failed", "cancelled")
 
     async def update(self, status: str | None = None, **fields: Any) -> None:
         """Send a ``tool_call_update``; ``fields`` are wire names (``content``, ``rawOutput``...)."""
@@ -231,13 +242,19 @@ class Turn:
         kind: str = "other",
         status: str = "pending",
         tool_call_id: str | None = None,
+        cancellable: bool = False,
         **fields: Any,
     ) -> ToolCall:
-        """Report a new tool call and return a handle to update it."""
+        """Report a new tool call and return a handle to update it. ``cancellable`` (v2): the
+        client may ask to cancel it (``tool_call/cancel``): ``call.cancel_requested`` is set."""
         call = ToolCall(self, tool_call_id or f"call_{next(_tool_ids)}", title, kind)
         call.status = status
         update = self._shapes.new_tool_call(call.id, title, kind, status)
+        if cancellable and self._spans is not None:  # v2: tool_call/cancel is allowed for it
+            call.cancellable = True
+            update["capabilities"] = {"cancel": {}}
         update.update(fields)
+        self.session.tool_calls[call.id] = call
         await self.update(update)
         return call
 

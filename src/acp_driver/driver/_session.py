@@ -59,6 +59,8 @@ class SessionHandle:
             SessionSpans() if agent.profile.turn_end is TurnEnd.IDLE_STATE else None
         )
         """v2: the session's prompts, spans of work and turn ownership (``core.SessionSpans``)."""
+        self.cancellable: dict[str, bool] = {}
+        """v2: tool calls and terminals by id, and whether they advertise ``capabilities.cancel``."""
         self.background_updates: collections.deque[Update] = collections.deque(maxlen=256)
         """v2: updates of no running turn (background work after an idle: normal in v2)."""
         self.closed = False
@@ -161,6 +163,22 @@ class SessionHandle:
             self.modes["currentModeId"] = mode_id
         return result if isinstance(result, dict) else {}
 
+    async def cancel_tool_call(self, tool_call_id: str) -> None:
+        """v2 ``tool_call/cancel``, for a tool call that advertises it (the agent confirms with
+        a final ``tool_call_update``). ``AcpError`` if it does not."""
+        await self._cancel_entity(p.TOOL_CALL_CANCEL, "toolCallId", tool_call_id)
+
+    async def cancel_terminal(self, terminal_id: str) -> None:
+        """v2 ``terminal/cancel``, for a display terminal that advertises it."""
+        await self._cancel_entity(p.TERMINAL_CANCEL, "terminalId", terminal_id)
+
+    async def _cancel_entity(self, method: str, key: str, entity_id: str) -> None:
+        if not self.cancellable.get(entity_id):
+            raise AcpError(
+                f"{entity_id!r} does not advertise cancel (capabilities.cancel): {method} not sent"
+            )
+        await self.agent.request(method, {"sessionId": self.id, key: entity_id})
+
     async def set_config_option(self, config_id: str, value: Any) -> dict[str, Any]:
         result = await self.agent.request(
             p.SESSION_SET_CONFIG_OPTION, {"sessionId": self.id, "configId": config_id, "value": value}
@@ -252,6 +270,11 @@ class SessionHandle:
             for turn in routed.inserted:
                 turn.inserted_by_update(update)
             owner = routed.owner
+            if "capabilities" in update.raw:  # v2: what the client may cancel (tool calls, terminals)
+                entity = update.raw.get("toolCallId") or update.raw.get("terminalId")
+                caps = update.raw.get("capabilities")
+                if isinstance(entity, str):
+                    self.cancellable[entity] = isinstance(caps, dict) and isinstance(caps.get("cancel"), dict)
             if update.kind not in turn_kinds:
                 self.session_updates.append(update)
                 if update.kind == "session_info_update":
