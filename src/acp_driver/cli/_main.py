@@ -92,11 +92,14 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
         "--cwd", metavar="DIR", default=None, help="the session's working directory (default: .)"
     )
     parser.add_argument(
-        "--cancel-grace",
+        "--cancel-budget",
+        "--cancel-grace",  # its former name (a request's own grace is another thing: cancel_grace=)
+        dest="cancel_budget",
         metavar="SEC",
         type=seconds,
         default=None,
-        help="the cancel ladder's whole budget, from cancel to SIGKILL (default: 6)",
+        help="the cancel ladder's whole budget, from cancel to SIGKILL (default: 6); "
+        "--cancel-grace is the same option's former name",
     )
     decide = parser.add_mutually_exclusive_group()
     decide.add_argument(
@@ -351,8 +354,8 @@ def _current_directory(parser: argparse.ArgumentParser) -> str:
 def _run_or_chat(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
     if getattr(opts, "turn_timeout", None) is not None and opts.turn_timeout <= 0:
         parser.error("--turn-timeout must be positive")
-    if opts.cancel_grace is not None and opts.cancel_grace < 0:
-        parser.error("--cancel-grace must be >= 0")
+    if opts.cancel_budget is not None and opts.cancel_budget < 0:
+        parser.error("--cancel-budget must be >= 0")
     if opts.cwd is not None:
         _utf8_path(parser, "--cwd", opts.cwd)
     if opts.cwd is not None and os.path.isabs(opts.cwd):

@@ -96,7 +96,7 @@ async def start_session(
 ) -> SessionHandle:
     """Spawn (or connect to) and initialize the agent, authenticate, open a session, set its
     mode (``--mode``); ``controller.agent`` is set as soon as the agent exists."""
-    budget = DEFAULT_BUDGET if opts.cancel_grace is None else opts.cancel_grace
+    budget = DEFAULT_BUDGET if opts.cancel_budget is None else opts.cancel_budget
     url: str | None = getattr(opts, "agent_url", None)
     try:
         if url is not None:
