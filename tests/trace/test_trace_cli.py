@@ -199,3 +199,24 @@ async def test_serve_records_each_connection_and_the_ladder_when_it_ends(tmp_pat
     (turn,) = trace.peers[conn].turns
     assert any(m.kind == "session_cancel" for m in turn.markers)
     assert os.stat(path).st_mode & 0o077 == 0
+
+
+def test_a_v2_trace_ends_each_turn_at_its_idle(tmp_path: Path) -> None:
+    """v2: the prompt's answer only says it was inserted; the reader ends the turn at the idle
+    (with its stop reason), and a held prompt is a turn of its own."""
+    path = tmp_path / "v2.ndjson"
+    done = subprocess.run(
+        [*CLI, "run", "--protocol", "2", "--trace", str(path), "/stream 3 20"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    trace = read_trace(path)
+    (peer,) = trace.peers.values()
+    assert peer.version == 2
+    (turn,) = peer.turns
+    assert turn.stop_reason == "end_turn"
+    assert turn.end is not None
+    assert [m.label for m in turn.updates].count("agent_message_chunk") == 3
+    assert all(not t.late for t in peer.turns)

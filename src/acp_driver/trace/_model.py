@@ -137,6 +137,8 @@ class Peer:
     """The agent's request ids not yet answered -> (method, its permission span)."""
     sent: dict[Any, str] = field(default_factory=dict)
     """Our other request ids not yet answered -> method."""
+    version: int = 1
+    """The ACP version the ``initialize`` answer named (v2: a turn ends at an idle)."""
 
     @property
     def turns(self) -> list[Turn]:
@@ -371,16 +373,23 @@ class _Analysis:
         rid = message.get("id")
         turn = peer.prompts.pop(rid, None) if isinstance(rid, (int, str)) else None
         if turn is not None:
-            turn.end = float(event["t"])
-            turn.end_eid = int(event["id"])
             result = message.get("result")
             error = message.get("error")
+            if peer.version >= 2 and isinstance(result, dict):
+                return  # v2: the prompt was inserted; its idle ends the turn (``update``)
+            turn.end = float(event["t"])
+            turn.end_eid = int(event["id"])
             if isinstance(result, dict):
                 turn.stop_reason = str(result.get("stopReason"))
             elif isinstance(error, dict):
                 turn.error = f"{error.get('code')} {_text(error.get('message', ''), 60)}"
             return
-        if peer.sent.pop(rid, None) is None:
+        method = peer.sent.pop(rid, None)
+        if method == p.INITIALIZE:
+            result = message.get("result")
+            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            peer.version = version if isinstance(version, int) else peer.version
+        if method is None:
             # An answer to nothing we asked: a reply to a notification, or an id-less error.
             error = message.get("error")
             what = f"error {error.get('code')}" if isinstance(error, dict) else "result"
@@ -391,6 +400,24 @@ class _Analysis:
         kind = str(update.get("sessionUpdate")) if isinstance(update, dict) else "?"
         session = params.get("sessionId")
         turn = peer.running(session)
+        if peer.version >= 2:
+            # v2: updates are fenced by span -- an idle ends the running turns (a held prompt's
+            # turn runs after them), anything of no running turn is background work.
+            assert isinstance(update, dict)
+            if kind == "state_update" and update.get("state") == "idle":
+                for running in [
+                    t
+                    for t in peer.sessions.get(str(session), [])
+                    if t.running and t.request_id not in peer.prompts
+                ]:
+                    running.end = float(event["t"])
+                    running.end_eid = int(event["id"])
+                    reason = update.get("stopReason")
+                    running.stop_reason = str(reason) if isinstance(reason, str) else None
+                return
+            if turn is not None:
+                turn.updates.append(self.moment(event, "update", kind))
+            return
         call = update.get("toolCallId") if isinstance(update, dict) else None
         if turn is not None:
             # A tool call of an earlier turn (ids are unique in a session) is late even now.
