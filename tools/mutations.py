@@ -1205,6 +1205,14 @@ MUTATIONS = [
         "        if False:\n",
         ("tests/driver/test_v2_host.py::test_a_tool_call_advertising_cancel_is_cancelled_alone",),
     ),
+    Mutation(
+        "client-token-from-the-environment",
+        "the CLI sends $ACP_DRIVER_AGENT_TOKEN as a bearer token to a remote agent",
+        "cli/_remote_options.py",
+        '        headers["Authorization"] = f"Bearer {token.strip()}"\n',
+        "        pass\n",
+        ("tests/remote/test_serve_security.py::test_a_client_gives_its_token_from_the_environment_not_the_command_line",),
+    ),
 ]
 
 

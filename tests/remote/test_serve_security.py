@@ -436,3 +436,26 @@ async def test_a_bearer_token_must_match_whole(make_server: Any) -> None:
         )
         assert response.status_code == 200  # the scheme is case-insensitive (RFC 9110)
     assert server.connections
+
+
+async def test_a_client_gives_its_token_from_the_environment_not_the_command_line(tmp_path: Path) -> None:
+    token = "agent-t0ken-51"
+    async with ServeProcess.start(env={**os.environ, "ACP_DRIVER_SERVE_TOKEN": token}) as serve:
+        env = {**os.environ, "ACP_DRIVER_AGENT_TOKEN": token, "ACP_DRIVER_PROTOCOL": "1"}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "run", "--agent", ws_url(serve.url), "hello",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )  # fmt: skip
+        cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        assert out.decode() == "hello\n"
+        assert token.encode() not in cmdline
+        refused = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "run", "--agent", ws_url(serve.url), "hello",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            env={k: v for k, v in env.items() if k != "ACP_DRIVER_AGENT_TOKEN"},
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(refused.communicate(), 60)
+        assert refused.returncode != 0
+        assert "401" in err.decode()

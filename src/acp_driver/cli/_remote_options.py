@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -81,16 +82,21 @@ def check_url(parser: argparse.ArgumentParser, url: str | None, option: str) -> 
         parser.error(f"{option} {as_text(url)!r}: not a usable agent URL ({problem})")
 
 
+AGENT_TOKEN_ENV = "ACP_DRIVER_AGENT_TOKEN"
+
+
 def parse_headers(
     parser: argparse.ArgumentParser, values: list[str] | None, url: str | None
 ) -> dict[str, str]:
-    """``--header 'Name: value'`` (repeatable) as a dict; refused without a URL agent (exit 2)."""
-    if not values:
-        return {}
-    if url is None:
+    """``--header 'Name: value'`` (repeatable) as a dict; refused without a URL agent (exit 2).
+    ``$ACP_DRIVER_AGENT_TOKEN`` adds ``Authorization: Bearer TOKEN`` for a remote agent (unless a
+    header gives one): a token there is not on the command line, where every local user reads it.
+    The variable is removed from the environment (nothing this process starts inherits it)."""
+    token = os.environ.pop(AGENT_TOKEN_ENV, None)
+    if values and url is None:
         parser.error("--header needs a remote agent (--agent ws://... or http(s)://...)")
     headers: dict[str, str] = {}
-    for value in values:
+    for value in values or ():
         name, sep, rest = as_text(value).partition(":")
         name = name.strip()
         if not sep or not name or any(c.isspace() or ord(c) < 33 or c in '()<>@,;:\\"/[]?={}' for c in name):
@@ -98,6 +104,8 @@ def parse_headers(
         if any(c in rest for c in "\r\n\0"):
             parser.error(f"--header {value!r}: a value cannot hold a line break")
         headers[name] = rest.strip()
+    if token and token.strip() and url is not None and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {token.strip()}"
     return headers
 
 
