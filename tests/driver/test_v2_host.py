@@ -41,7 +41,8 @@ async def test_auto_speaks_v2_with_a_v2_agent_and_v1_with_a_v1_agent(tmp_path: P
     async with running(v2(), protocol="auto") as agent:
         assert agent.protocol_version == 2
         assert agent.info["name"] == "acp-driver-reference-agent"
-        assert agent.supports("resume") and agent.supports("close")  # v2's baseline
+        assert agent.supports("resume")
+        assert agent.supports("close")
         session = await agent.new_session(tmp_path)
         result = await session.prompt("hello")
         assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
