@@ -1107,7 +1107,9 @@ MUTATIONS = [
         "agent/_spans.py",
         "        if turn is not None and turn.span is not None:\n            await wait_on(\n",
         "        if False:\n            await wait_on(\n",
-        ("tests/agent/test_v2_runtime.py::test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after",),
+        (
+            "tests/agent/test_v2_runtime.py::test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after",
+        ),
     ),
     Mutation(
         "v2-agent-resume-snapshot",
@@ -1123,7 +1125,9 @@ MUTATIONS = [
         "agent/_turn.py",
         '            await spans.set_state(self.session, "requires_action")\n',
         "            pass\n",
-        ("tests/agent/test_v2_runtime.py::test_a_permission_makes_the_state_requires_action_and_a_cancel_withdraws_it",),
+        (
+            "tests/agent/test_v2_runtime.py::test_a_permission_makes_the_state_requires_action_and_a_cancel_withdraws_it",
+        ),
     ),
     Mutation(
         "v2-agent-error-stop-reason",
@@ -1131,7 +1135,9 @@ MUTATIONS = [
         "agent/_spans.py",
         '                stop, error = "error", exc.to_error()\n',
         "                raise\n",
-        ("tests/agent/test_v2_runtime.py::test_a_handler_that_raises_ends_its_span_with_error_not_a_json_rpc_error",),
+        (
+            "tests/agent/test_v2_runtime.py::test_a_handler_that_raises_ends_its_span_with_error_not_a_json_rpc_error",
+        ),
     ),
     Mutation(
         "negotiate-zero-gets-one",
@@ -1155,7 +1161,10 @@ MUTATIONS = [
         "core/_spans.py",
         "            if key in self._worked\n",
         "            if True\n",
-        ("tests/core/test_spans.py", "tests/driver/test_v2_host.py::test_held_prompts_are_turns_of_their_own_in_order"),
+        (
+            "tests/core/test_spans.py",
+            "tests/driver/test_v2_host.py::test_held_prompts_are_turns_of_their_own_in_order",
+        ),
     ),
     Mutation(
         "v2-host-resume-snapshot-not-a-completion",
@@ -1171,7 +1180,9 @@ MUTATIONS = [
         "driver/_prompt_turn.py",
         "                self.prompt_answer.cancel()  # $/cancel_request: the prompt is withdrawn\n",
         "                pass\n",
-        ("tests/driver/test_v2_host.py::test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else",),
+        (
+            "tests/driver/test_v2_host.py::test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else",
+        ),
     ),
     Mutation(
         "v2-host-agent-gone-ends-the-turn",
@@ -1185,7 +1196,7 @@ MUTATIONS = [
         "v2-host-withdrawn-permission-cancelled-outcome",
         "v2 host: a permission the agent withdraws is answered with the cancelled outcome",
         "driver/_routing.py",
-        "            if session.spans is not None and withdrawn:\n                return {\"outcome\": dict(CANCELLED_OUTCOME)}\n",
+        '            if session.spans is not None and withdrawn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
         "",
         ("tests/driver/test_v2_host.py",),
     ),
@@ -1211,7 +1222,9 @@ MUTATIONS = [
         "cli/_remote_options.py",
         '        headers["Authorization"] = f"Bearer {token.strip()}"\n',
         "        pass\n",
-        ("tests/remote/test_serve_security.py::test_a_client_gives_its_token_from_the_environment_not_the_command_line",),
+        (
+            "tests/remote/test_serve_security.py::test_a_client_gives_its_token_from_the_environment_not_the_command_line",
+        ),
     ),
 ]
 
