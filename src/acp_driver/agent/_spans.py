@@ -90,11 +90,16 @@ class Spans:
         turn = Turn(runtime, session, params, ctx.id if ctx is not None else None)
         turn.user_message_id = f"msg_{uuid.uuid4().hex[:16]}"
         session.turn = turn
-        await self._send(
+        # Insertion, with no await from here to the answer: once the user message is inserted a
+        # $/cancel_request cannot turn the answer into -32800 (the schema: "If the message has
+        # already been inserted, the Agent MUST respond successfully with its messageId").
+        self._send_now(
             session,
             {"sessionUpdate": "user_message", "messageId": turn.user_message_id, "content": turn.prompt},
         )
-        await self.set_state(session, "running")
+        if session.work_state != "running":
+            session.work_state = "running"
+            self._send_now(session, {"sessionUpdate": "state_update", "state": "running"})
         turn.task = asyncio.get_running_loop().create_task(self._run(turn), name=f"span {session.id}")
         turn.span = asyncio.get_running_loop().create_task(self._span(turn), name=f"span end {session.id}")
         return {"messageId": turn.user_message_id}
@@ -199,12 +204,18 @@ class Spans:
         await self._send(session, {"sessionUpdate": "state_update", "state": state})
 
     async def _send(self, session: Session, update: dict[str, Any]) -> None:
+        await self.runtime.connection.notify(p.SESSION_UPDATE, self._params(session, update))
+
+    def _send_now(self, session: Session, update: dict[str, Any]) -> None:
+        self.runtime.connection.notify_nowait(p.SESSION_UPDATE, self._params(session, update))
+
+    def _params(self, session: Session, update: dict[str, Any]) -> dict[str, Any]:
         if update.get("sessionUpdate") == "state_update":
             if session.background:
                 session.reports_background = True
             if session.reports_background:  # once reported, on every state update (the schema)
                 update["background"] = list(session.background)
-        await self.runtime.connection.notify(p.SESSION_UPDATE, {"sessionId": session.id, "update": update})
+        return {"sessionId": session.id, "update": update}
 
     def cancel(self, session: Session, reason: str) -> Turn | None:
         """``session/cancel``: the running span and every prompt held now; returns the span's turn."""
