@@ -80,7 +80,7 @@ class V2Schema:
     """The v2 schema, loaded once per file; ``check`` a trace with it."""
 
     def __init__(self, path: Path) -> None:
-        from jsonschema import Draft202012Validator
+        from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
         self.path = path
         self.document: dict[str, Any] = json.loads(path.read_text())

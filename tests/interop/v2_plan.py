@@ -146,7 +146,17 @@ class PlanRun:
     def answer(self, name: str) -> tuple[int, dict[str, Any]]:
         """Position and message of the answer to the prompt named ``name`` (on the wire)."""
         sent_at, request_id = self.sent(name)
-        for index in range(sent_at + 1, len(self.records)):
+        # From the request on the wire: a quick agent answers before the client records
+        # ``prompt_sent`` (ids restart after a ``restart``: the last such request before it).
+        on_wire = [
+            i
+            for i in range(sent_at)
+            if self.records[i]["ev"] == "wire"
+            and self.records[i]["d"] == "out"
+            and self.records[i]["m"].get("method") == "session/prompt"
+            and self.records[i]["m"].get("id") == request_id
+        ]
+        for index in range(on_wire[-1] if on_wire else sent_at, len(self.records)):
             r = self.records[index]
             if (
                 r["ev"] == "wire"
