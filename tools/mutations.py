@@ -1085,6 +1085,15 @@ MUTATIONS = [
         '            if update.kind not in turn_kinds and update.kind != "unknown":\n',
         ("tests/driver/test_faults.py::test_updates_after_the_response_are_late",),
     ),
+    Mutation(
+        "v2-resume-replay-of-a-held-session",
+        "v2 agent runtime: a resume of a session it holds gives the agent that resume's params "
+        "(its replayFrom: the history is replayed before the snapshot)",
+        "agent/_spans.py",
+        "                session.params = params  # what this resume asks (its replayFrom), for the agent\n",
+        "                pass\n",
+        ("tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",),
+    ),
 ]
 
 

@@ -197,6 +197,10 @@ async def test_sdk_v2_client_drives_our_reference_agent(
     replay = [u for _, u in update_records(run, resumed_at, answer_at)]
     assert [u["sessionUpdate"] for u in replay][-1] == "state_update", report
     assert replay[-1] == {"sessionUpdate": "state_update", "state": "idle"}, report
+    assert [u["content"][0]["text"] for u in replay[:-1] if u["sessionUpdate"] == "user_message"][:2] == [
+        "/stream 3 10",
+        "/permission",
+    ], report
     check_span(run, "p11", "end_turn", run.step_at(32), run.step_at(34))
 
     # session/close with a span running: the idle "cancelled", then the answer, then nothing.

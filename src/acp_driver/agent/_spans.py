@@ -278,7 +278,10 @@ class Spans:
         session = runtime.sessions.get(sid)
         extra: dict[str, Any] = {}
         if _implements_resume(runtime):
-            session = session or runtime._open_session(sid, params)
+            if session is None:
+                session = runtime._open_session(sid, params)
+            else:
+                session.params = params  # what this resume asks (its replayFrom), for the agent
             extra = await runtime.agent.resume_session(session) or {}
         elif session is None:
             raise RpcError.resource_not_found(f"unknown session {sid!r}", {"sessionId": sid})
