@@ -380,14 +380,31 @@ class AgentHandle:
         session.response = response if isinstance(response, dict) else {}
         return session
 
-    async def resume_session(self, session_id: str, cwd: str | os.PathLike[str]) -> SessionHandle:
+    async def resume_session(
+        self, session_id: str, cwd: str | os.PathLike[str], *, replay_from: Literal["start"] | None = None
+    ) -> SessionHandle:
+        """Resume a session. v2: ``replay_from="start"`` asks the agent to replay its history
+        first; what arrives before the answer (the replay, the state snapshot) is kept in
+        ``session_updates`` and never ends or confirms anything."""
         if not self.supports("resume"):
             raise AcpError("the agent does not advertise session resume")
         cwd = os.path.abspath(cwd)
-        response = await self.request(
-            p.SESSION_RESUME, {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
-        )
-        return self._add_session(session_id, cwd, response if isinstance(response, dict) else {}, [])
+        params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        if replay_from is not None:
+            params["replayFrom"] = {"type": replay_from}
+        session = self._add_session(session_id, cwd, {}, [])
+        session.loading = True
+        try:
+            response = await self.request(p.SESSION_RESUME, params)
+        except BaseException:
+            self.sessions.pop(session_id, None)
+            raise
+        finally:
+            session.loading = False
+        session.response = response if isinstance(response, dict) else {}
+        if isinstance(session.response.get("configOptions"), list):
+            session.config_options = session.response["configOptions"]
+        return session
 
     async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:
         if not self.supports("list"):
