@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -281,3 +282,27 @@ async def test_our_ladder_ends_an_sdk_agent_that_ignores_the_cancel(
         assert result.error is not None, report()
         assert agent.returncode is not None, report()
     assert not processes_running(agent_marker(sdk)), "an agent process outlived the ladder"
+
+
+async def test_a_v1_only_agent_through_auto(tmp_path: Path) -> None:
+    """Our reference agent restricted to v1 (``--protocol 1``): ``protocol="auto"`` asks for 2
+    with v1's field names too, the agent answers 1 (its v1 fields), and our host speaks v1 on the
+    same connection: a turn, a cancel at the first rung (the prompt's answer, ``cancelled``)."""
+    wire = Wire()
+    agent = await launch(
+        [sys.executable, "-m", "acp_driver", "agent", "--protocol", "1"], protocol="auto", tracer=wire.trace
+    )
+    async with asyncio.timeout(60), agent:
+        assert agent.protocol_version == 1, wire.dump()
+        [init] = wire.sent("initialize")
+        assert init["params"]["protocolVersion"] == 2, wire.dump()
+        assert agent.info["name"] == "acp-driver-reference-agent", wire.dump()
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 3 0")
+        assert await texts_of(turn) == ["chunk 1/3\n", "chunk 2/3\n", "chunk 3/3\n"], wire.dump()
+        assert (await turn).stop_reason == "end_turn", wire.dump()
+        turn = session.prompt("/sleep 30000")
+        outcome = await turn.cancel()
+        assert (outcome.resolution, outcome.steps) == (Resolution.CANCELLED, ("session_cancel",)), wire.dump()
+        [answer] = wire.answers("in", turn.request_id)
+        assert answer["result"] == {"stopReason": "cancelled"}, wire.dump()
