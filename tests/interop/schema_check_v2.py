@@ -158,6 +158,19 @@ class V2Schema:
         """Check every ``out`` message of a trace (("in"|"out", raw line or message) pairs)."""
         report = Report(side)
         answered: dict[tuple[str, Any], str] = {}
+        lines = list(lines)
+        # What each request id was, in wire order; a response recorded before its request (an
+        # HTTP client's observer may see the POST's inline answer first) is matched afterwards.
+        later: dict[tuple[str, Any], str] = {}
+        for direction, raw in lines:
+            msg = raw if isinstance(raw, dict) else _loads(raw)
+            if (
+                direction == "in"
+                and isinstance(msg, dict)
+                and isinstance(msg.get("method"), str)
+                and "id" in msg
+            ):
+                later.setdefault((type(msg["id"]).__name__, msg["id"]), msg["method"])
         for direction, raw in lines:
             try:
                 msg = raw if isinstance(raw, dict) else json.loads(raw)
@@ -169,10 +182,17 @@ class V2Schema:
                 if isinstance(msg, dict) and isinstance(msg.get("method"), str) and "id" in msg:
                     answered[(type(msg["id"]).__name__, msg["id"])] = msg["method"]
                 continue
-            self._check_one(msg, side, answered, report)
+            self._check_one(msg, side, answered, later, report)
         return report
 
-    def _check_one(self, msg: Any, side: Side, answered: dict[tuple[str, Any], str], report: Report) -> None:
+    def _check_one(
+        self,
+        msg: Any,
+        side: Side,
+        answered: dict[tuple[str, Any], str],
+        later: dict[tuple[str, Any], str],
+        report: Report,
+    ) -> None:
         def problem(error: str) -> None:
             report.problems.append(Problem(msg, error))
 
@@ -209,7 +229,8 @@ class V2Schema:
             return None
         if "id" not in msg or ("result" in msg) == ("error" in msg):
             return problem("neither a request, a notification nor a response with one of result/error")
-        answers = answered.get((type(msg["id"]).__name__, msg["id"]))
+        key = (type(msg["id"]).__name__, msg["id"])
+        answers = answered.get(key) or later.get(key)
         if "error" in msg:
             report.checked[f"error {answers or '?'}"] += 1
             error = self.error("Error", msg["error"])
@@ -235,6 +256,13 @@ class V2Schema:
         extra = [f for f in self.unknown(name, value) if f not in ALLOWED_EXTRA.get(label, ())]
         if extra:
             problem(f"{what}: fields {name} does not define: {extra}")
+
+
+def _loads(raw: bytes | str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 @cache
