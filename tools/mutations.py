@@ -1092,7 +1092,9 @@ MUTATIONS = [
         "agent/_spans.py",
         "                session.params = params  # what this resume asks (its replayFrom), for the agent\n",
         "                pass\n",
-        ("tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",),
+        (
+            "tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",
+        ),
     ),
 ]
 
