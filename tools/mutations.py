@@ -1226,6 +1226,17 @@ MUTATIONS = [
             "tests/remote/test_serve_security.py::test_a_client_gives_its_token_from_the_environment_not_the_command_line",
         ),
     ),
+    Mutation(
+        "v2-resume-replay-of-a-held-session",
+        "v2 agent runtime: a resume of a session it holds gives the agent that resume's params "
+        "(its replayFrom: the history is replayed before the snapshot)",
+        "agent/_spans.py",
+        "                session.params = params  # what this resume asks (its replayFrom), for the agent\n",
+        "                pass\n",
+        (
+            "tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",
+        ),
+    ),
 ]
 
 

@@ -35,6 +35,9 @@ from packaging.version import InvalidVersion, Version
 
 from acp_driver.aio import Connection
 
+from .schema_check_v2 import SCHEMA_IN_PACKAGE, V2Schema
+from .schema_check_v2 import load as load_v2_schema
+
 SDK_DIST = "agent-client-protocol"
 SDK_MIN = "1.0.0rc3"
 PEER_SCRIPT = Path(__file__).with_name("sdk_peer.py")
@@ -653,3 +656,10 @@ def v2_sdk_python(interop_peers: PeerInstaller) -> V2Sdk:
 @pytest.fixture
 def v2_sdk_typescript(interop_peers: PeerInstaller) -> V2Sdk:
     return v2_sdk_or_skip(interop_peers, "typescript")
+
+
+@pytest.fixture
+def v2_schema(interop_peers: PeerInstaller) -> V2Schema:
+    """The newest v2 schema: ``schema/v2/schema.json`` of the installed TypeScript SDK."""
+    ts = typescript_sdk_or_skip(interop_peers)
+    return load_v2_schema(ts.folder / SCHEMA_IN_PACKAGE)

@@ -146,7 +146,16 @@ class PlanRun:
     def answer(self, name: str) -> tuple[int, dict[str, Any]]:
         """Position and message of the answer to the prompt named ``name`` (on the wire)."""
         sent_at, request_id = self.sent(name)
-        for index in range(sent_at + 1, len(self.records)):
+        # From the step that sent it: a quick agent answers before the client records
+        # ``prompt_sent``, and an HTTP client's observer may see the answer before the request.
+        steps = [
+            i
+            for i in range(sent_at)
+            if self.records[i]["ev"] == "step"
+            and self.records[i]["step"].get("op") == "prompt"
+            and self.records[i]["step"].get("as") == name
+        ]
+        for index in range(steps[-1] if steps else sent_at, len(self.records)):
             r = self.records[index]
             if (
                 r["ev"] == "wire"

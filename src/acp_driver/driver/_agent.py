@@ -381,18 +381,18 @@ class AgentHandle:
         return session
 
     async def resume_session(
-        self, session_id: str, cwd: str | os.PathLike[str], *, replay: bool = False
+        self, session_id: str, cwd: str | os.PathLike[str], *, replay_from: Literal["start"] | None = None
     ) -> SessionHandle:
-        """Resume a session (``session/resume``). v2: ``replay`` asks for the history
-        (``replayFrom: start``), kept in ``session_updates``; the state snapshot the agent sends
-        before its answer is never taken for a turn's end. A session this handle already holds
-        (its turns still running) keeps its handle."""
+        """Resume a session (``session/resume``). v2: ``replay_from="start"`` asks the agent to
+        replay its history first; what arrives before the answer (the replay, the state snapshot)
+        is kept in ``session_updates`` and never ends or confirms anything. A session this handle
+        already holds (its turns still running) keeps its handle."""
         if not self.supports("resume"):
             raise AcpError("the agent does not advertise session resume")
         cwd = os.path.abspath(cwd)
         params: dict[str, Any] = {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
-        if replay:
-            params["replayFrom"] = {"type": "start"}
+        if replay_from is not None:
+            params["replayFrom"] = {"type": replay_from}
         existing = self.sessions.get(session_id)
         session = existing if existing is not None else self._add_session(session_id, cwd, {}, [])
         session.loading = True
@@ -406,6 +406,8 @@ class AgentHandle:
             session.loading = False
         if isinstance(response, dict):
             session.response = response
+            if isinstance(response.get("configOptions"), list):
+                session.config_options = response["configOptions"]
         return session
 
     async def list_sessions(self, cwd: str | None = None) -> list[dict[str, Any]]:

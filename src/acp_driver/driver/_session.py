@@ -180,9 +180,10 @@ class SessionHandle:
         await self.agent.request(method, {"sessionId": self.id, key: entity_id})
 
     async def set_config_option(self, config_id: str, value: Any) -> dict[str, Any]:
-        result = await self.agent.request(
-            p.SESSION_SET_CONFIG_OPTION, {"sessionId": self.id, "configId": config_id, "value": value}
-        )
+        params: dict[str, Any] = {"sessionId": self.id, "configId": config_id, "value": value}
+        if self.spans is not None:  # v2 says which kind of value it is: a value id or a boolean
+            params["type"] = "boolean" if isinstance(value, bool) else "id"
+        result = await self.agent.request(p.SESSION_SET_CONFIG_OPTION, params)
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
             self.config_options = result["configOptions"]
         return result if isinstance(result, dict) else {}

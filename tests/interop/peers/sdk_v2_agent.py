@@ -28,6 +28,10 @@ Prompt commands (the text of the prompt):
   own then is what a client sees.
 - ``/permission-oblivious``: ``/permission``, by an agent that does nothing about a cancel: it
   keeps waiting for the answer.
+- ``/permission-withdraw MS``: ``/permission``, but the agent gives up waiting after MS ms and
+  withdraws the request itself (the task awaiting it is cancelled: the SDK sends
+  ``$/cancel_request``); then ``running``, the tool call ``failed``, a chunk "permission
+  withdrawn"; ``end_turn``.
 - anything else: echoed back as one chunk; ``end_turn``.
 """
 
@@ -183,10 +187,14 @@ class V2InteropAgent:
             await asyncio.shield(asyncio.sleep(int(words[1]) / 1000))
         elif text in ("/permission", "/permission-oblivious"):
             await self.permission(session, message_id)
+        elif text.startswith("/permission-withdraw"):
+            await self.permission(session, message_id, withdraw_after=int(words[1]) / 1000)
         else:
             await self.say(session, message_id, text)
 
-    async def permission(self, session: Session, message_id: str) -> None:
+    async def permission(
+        self, session: Session, message_id: str, withdraw_after: float | None = None
+    ) -> None:
         tool_call_id = f"call-{next(_ids)}"
         tool = {
             "toolCallId": tool_call_id,
@@ -196,18 +204,33 @@ class V2InteropAgent:
         }
         await self.update(session.id, {"sessionUpdate": "tool_call_update", **tool})
         await self.state(session.id, "requires_action")
+        asked = self.conn.request_permission(
+            session_id=session.id,
+            title="Edit a pretend file",
+            options=[
+                schema.PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
+                schema.PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+            ],
+            subject=schema.ToolCallPermissionSubjectVariant(
+                tool_call=schema.ToolCallUpdate.model_validate({"toolCallId": tool_call_id})
+            ),
+        )
         try:
-            response = await self.conn.request_permission(
-                session_id=session.id,
-                title="Edit a pretend file",
-                options=[
-                    schema.PermissionOption(option_id="allow", name="Allow", kind="allow_once"),
-                    schema.PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
-                ],
-                subject=schema.ToolCallPermissionSubjectVariant(
-                    tool_call=schema.ToolCallUpdate.model_validate({"toolCallId": tool_call_id})
-                ),
-            )
+            if withdraw_after is None:
+                response = await asked
+            else:
+                try:
+                    # On time out wait_for cancels the request's task: the SDK withdraws it.
+                    response = await asyncio.wait_for(asked, withdraw_after)
+                except TimeoutError:
+                    log("permission request withdrawn by the agent")
+                    await self.state(session.id, "running")
+                    await self.update(
+                        session.id,
+                        {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "failed"},
+                    )
+                    await self.say(session, message_id, "permission withdrawn")
+                    return
         except asyncio.CancelledError:
             # The SDK has sent $/cancel_request for the permission request: the last update
             # of the tool call goes out before the idle.

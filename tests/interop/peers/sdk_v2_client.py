@@ -1,8 +1,9 @@
 """An ACP v2 client written with the official Python SDK's ``acp.experimental.v2`` (1.0.0rc3+),
 driving any v2 agent given as a command, by a plan.
 
-Usage: ``python sdk_v2_client.py PLAN -- AGENT_COMMAND...``. PLAN is a JSON list of steps (see
-below), run in order. The agent runs with this process's environment and working directory; its
+Usage: ``python sdk_v2_client.py PLAN -- AGENT_COMMAND...`` (or ``-- URL``: a remote agent,
+``ws://`` or ``http://``, reached with the SDK's WebSocket or Streamable HTTP transport, which
+need its ``[http]`` extra). PLAN is a JSON list of steps (see below), run in order. The agent runs with this process's environment and working directory; its
 stderr is ours. Prints JSON lines on stdout, as they happen, for a test to read:
 
 - ``{"ev": "wire", "d": "in"|"out", "t": T, "m": MESSAGE}``: every JSON-RPC message through the
@@ -184,8 +185,23 @@ class Runner:
         self.prompts: dict[str, asyncio.Task[Any]] = {}
         self.prompt_ids: dict[str, Any] = {}
         self.cursor = 0
+        self.remote = len(command) == 1 and command[0].startswith(("ws://", "http://"))
+        """The agent is a URL (``acp-driver serve``...), reached with the SDK's transports."""
 
     async def start(self) -> None:
+        if self.remote:
+            # A remote agent: the SDK's transports (its ``[http]`` extra), one connection.
+            url = self.command[0]
+            if url.startswith("ws"):
+                from acp.ws import create_websocket_stream
+
+                transport = await create_websocket_stream(url)
+            else:
+                from acp.http import create_http_stream
+
+                transport = create_http_stream(url)
+            self.conn = v2.connect_to_agent(self.client, transport, observers=[self.client.observe])
+            return
         self.process = await asyncio.create_subprocess_exec(
             *self.command,
             stdin=asyncio.subprocess.PIPE,
@@ -199,10 +215,13 @@ class Runner:
         )
 
     async def stop(self) -> int | None:
-        """Close the connection (the agent reads end of input) and wait for the agent to exit."""
+        """Close the connection (the agent reads end of input) and wait for the agent to exit
+        (a remote agent: 0 once the connection is closed)."""
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 await self.conn.close()
+        if self.remote:
+            return 0
         process = self.process
         if process is None:
             return None

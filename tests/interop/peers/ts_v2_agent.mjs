@@ -25,6 +25,10 @@
 //                   nothing interrupts, end_turn; session/cancel is ignored meanwhile
 //   /permission-oblivious   /permission, by an agent that does nothing about a cancel: it keeps
 //                   waiting for the answer
+//   /permission-withdraw MS   /permission, but the agent gives up waiting after MS ms and withdraws
+//                   the request itself (its `cancellationSignal` aborts: the SDK sends
+//                   $/cancel_request); then running, the tool call failed, a chunk "permission
+//                   withdrawn"; end_turn
 //   anything else   echoed back as one chunk; end_turn
 
 import { readFileSync } from "node:fs";
@@ -60,6 +64,9 @@ class Session {
 
   // Wait for the session's turn, in order; a held prompt whose `signal` aborts leaves the queue.
   acquire(signal) {
+    // Withdrawn before its handler ran ($/cancel_request read right after the request): the
+    // SDK aborted the signal already, and an "abort" listener added now would never fire.
+    if (signal.aborted) return Promise.reject(v2.RequestError.requestCancelled());
     if (!this.busy && this.waiting.length === 0) {
       this.busy = true;
       return Promise.resolve();
@@ -127,12 +134,14 @@ async function runCommand(client, s, text, messageId, signal) {
     await sleep(Number(words[1]));
   } else if (text === "/permission" || text === "/permission-oblivious") {
     await permission(client, s, messageId, signal);
+  } else if (text.startsWith("/permission-withdraw")) {
+    await permission(client, s, messageId, signal, Number(words[1]));
   } else {
     await say(client, s.id, messageId, text);
   }
 }
 
-async function permission(client, s, messageId, signal) {
+async function permission(client, s, messageId, signal, withdrawAfter) {
   const toolCallId = `call-${next()}`;
   await update(client, s.id, {
     sessionUpdate: "tool_call_update",
@@ -143,6 +152,7 @@ async function permission(client, s, messageId, signal) {
   });
   await state(client, s.id, "requires_action");
   let response;
+  const giveUp = withdrawAfter === undefined ? undefined : AbortSignal.timeout(withdrawAfter);
   try {
     response = await client.request(
       v2.methods.client.session.requestPermission,
@@ -155,9 +165,16 @@ async function permission(client, s, messageId, signal) {
           { optionId: "reject", name: "Reject", kind: "reject_once" },
         ],
       },
-      { cancellationSignal: signal, stopWaitingOnCancel: true },
+      { cancellationSignal: giveUp ? AbortSignal.any([signal, giveUp]) : signal, stopWaitingOnCancel: true },
     );
   } catch (error) {
+    if (giveUp?.aborted && !signal.aborted) {
+      log("permission request withdrawn by the agent");
+      await state(client, s.id, "running");
+      await update(client, s.id, { sessionUpdate: "tool_call_update", toolCallId, status: "failed" });
+      await say(client, s.id, messageId, "permission withdrawn");
+      return;
+    }
     if (signal.aborted) {
       // The SDK has sent $/cancel_request for it: the tool call's last update goes before the idle.
       await update(client, s.id, { sessionUpdate: "tool_call_update", toolCallId, status: "cancelled" }).catch(() => {});
