@@ -488,6 +488,32 @@ MUTATIONS = [
         "        if True:\n            self._notification_runs[method](run)\n        if False:\n",
         ("tests/aio",),
     ),
+    Mutation(
+        "agent-session-cancel-before-its-turn",
+        "session/cancel read together with the prompt it cancels (no turn yet) still cancels that turn",
+        "agent/_runtime.py",
+        "            return self._session_cancel_later(params)\n",
+        "            return None\n",
+        (
+            "tests/agent/test_runtime.py::test_session_cancel_in_the_same_read_as_the_prompt_answers_cancelled",
+        ),
+    ),
+    Mutation(
+        "agent-cancel-wakes-the-prompt",
+        "agent runtime: a cancelled turn is answered once it unwinds (or at cancel_timeout), not when it ends",
+        "agent/_turn.py",
+        "        self._settle()  # after the task's cancel: the task unwinds before the runtime looks\n",
+        "",
+        ("tests/agent/test_runtime.py::test_swallowed_cancel_is_fenced_after_the_response",),
+    ),
+    Mutation(
+        "reference-agent-command-words",
+        "the reference agent splits a command line as shlex does (quotes keep words together)",
+        "reference_agent.py",
+        "    if line.isascii() and _NOT_PLAIN.isdisjoint(line):\n",
+        "    if line.isascii():\n",
+        ("tests/agent/test_reference_commands.py",),
+    ),
 ]
 
 
