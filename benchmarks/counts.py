@@ -224,6 +224,8 @@ def render(results: list[dict[str, Any]], markdown: bool) -> str:
     for workload, unit in WORKLOADS.items():
         header = ["per " + unit]
         cols: list[dict[str, float]] = []
+        if not any(r["workload"] == workload for r in results):
+            continue
         for r in results:
             if r["workload"] != workload:
                 continue

@@ -514,6 +514,24 @@ MUTATIONS = [
         "    if line.isascii():\n",
         ("tests/agent/test_reference_commands.py",),
     ),
+    Mutation(
+        "on-result-as-read",
+        "on_result is called as the result is read, before the next message of the same read",
+        "aio/_connection.py",
+        "                    if fut.on_result is not None:\n                        self._result_read(fut, event.result)\n",
+        "",
+        (
+            "tests/aio/test_requests.py::test_on_result_is_called_as_the_result_is_read_before_the_next_message",
+        ),
+    ),
+    Mutation(
+        "on-result-never-breaks-the-read",
+        "a failing on_result callback is logged; the read loop goes on (a peer never crashes it)",
+        "aio/_requesting.py",
+        "        try:\n            fut.on_result(result)\n        except Exception:\n",
+        "        if True:\n            fut.on_result(result)\n        if False:\n",
+        ("tests/aio/test_requests.py::test_a_failing_on_result_is_logged_and_the_read_goes_on",),
+    ),
 ]
 
 

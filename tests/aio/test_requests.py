@@ -298,3 +298,37 @@ async def test_registering_a_notification_handler_replaces_a_run_handler_and_bac
     conn.feed_messages([note("u", 3), note("u", 4)])
     assert (single, runs) == ([1, 2], [[3, 4]])
     await conn.aclose()
+
+
+async def test_on_result_is_called_as_the_result_is_read_before_the_next_message() -> None:
+    conn, wire = await connected()
+    log: list[Any] = []
+    fut = conn.request_nowait("prompt", {}, on_result=lambda result: log.append(("result", result)))
+    failing = conn.request_nowait("other", {}, on_result=lambda result: log.append(("never", result)))
+    await spin()  # the end of the loop iteration writes the second request
+    rid, failing_rid = (m["id"] for m in wire.messages())
+    conn.on_notification("after", lambda params: log.append(("after", params[0], fut.done())))
+    conn.feed_messages([*answer(rid, "r"), note("after", 1), *answer(failing_rid, code=-32000)])
+    # In message order, in the same read; an error answer is not a result.
+    assert log == [("result", "r"), ("after", 1, True)]
+    assert await fut == "r"
+    with pytest.raises(Exception, match="m"):
+        await failing
+    await conn.aclose()
+
+
+async def test_a_failing_on_result_is_logged_and_the_read_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    conn, wire = await connected()
+
+    def boom(result: Any) -> None:
+        raise ValueError("boom")
+
+    fut = conn.request_nowait("prompt", {}, on_result=boom)
+    other = conn.request_nowait("other", {})
+    await spin()
+    rid, other_rid = (m["id"] for m in wire.messages())
+    conn.feed_messages([*answer(rid, "r"), *answer(other_rid, "s")])
+    assert "on_result callback of prompt" in caplog.text
+    assert (await fut, await other) == ("r", "s")
+    assert conn.is_open
+    await conn.aclose()

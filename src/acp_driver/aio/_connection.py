@@ -234,6 +234,8 @@ class Connection(Serving, Requesting):
                     if fut.timer is not None:
                         self._finished(fut)
                     fut.set_result(event.result)
+                    if fut.on_result is not None:
+                        self._result_read(fut, event.result)
             else:
                 dispatch[type(event)](event)
         if run is not None:

@@ -173,7 +173,9 @@ class PromptTurn:
         # must reach the agent after it). A prompt that cannot be encoded fails the turn.
         params = {"sessionId": self.session.id, "prompt": self.prompt}
         try:
-            return self.agent.connection.request_nowait(p.SESSION_PROMPT, params, on_sent=self._sent)
+            return self.agent.connection.request_nowait(
+                p.SESSION_PROMPT, params, on_sent=self._sent, on_result=self._response
+            )
         except (TypeError, ValueError, LocalProtocolError) as exc:
             return RpcError.invalid_params(f"the prompt cannot be sent: {exc}")
 
@@ -195,12 +197,17 @@ class PromptTurn:
             self._observe(Observation(Seen.ABANDONED), None, abandoned)
             raise
         else:
-            stop_reason = response.get("stopReason") if isinstance(response, dict) else None
-            if stop_reason in p.STOP_REASONS:
-                self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
-            else:
-                error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
-                self._observe(Observation(Seen.FAILED), None, error)
+            self._response(response)  # already seen as it was read, unless it was not a result
+
+    def _response(self, response: Any) -> None:
+        """The prompt's result, seen as it is read (``on_result``): the turn resolves in the
+        same loop iteration, and ``cancel()`` or ``await turn`` resume in the next one."""
+        stop_reason = response.get("stopReason") if isinstance(response, dict) else None
+        if stop_reason in p.STOP_REASONS:
+            self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
+        else:
+            error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
+            self._observe(Observation(Seen.FAILED), None, error)
 
     def _sent(self, rid: Any) -> None:
         self.request_id = rid
