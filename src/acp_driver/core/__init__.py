@@ -17,13 +17,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AgentTurnMachine",
             "AgentTurnState",
         ),
-        "._connection": (
-            "CANCEL_REQUEST_METHOD",
-            "Connection",
-            "Received",
-            "Tracer",
-            "is_request_id",
-        ),
+        "._connection": ("Connection",),
         "._errors": (
             "AcpError",
             "ConnectionClosedError",
@@ -69,6 +63,12 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Outcome",
             "Tombstone",
         ),
+        "._receiving": (
+            "CANCEL_REQUEST_METHOD",
+            "Received",
+            "Tracer",
+            "is_request_id",
+        ),
         "._turn": (
             "TRANSITIONS",
             "Observation",
@@ -85,11 +85,7 @@ if TYPE_CHECKING:
     from ._agent_turn import AgentTurnEvent as AgentTurnEvent
     from ._agent_turn import AgentTurnMachine as AgentTurnMachine
     from ._agent_turn import AgentTurnState as AgentTurnState
-    from ._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
     from ._connection import Connection as Connection
-    from ._connection import Received as Received
-    from ._connection import Tracer as Tracer
-    from ._connection import is_request_id as is_request_id
     from ._errors import AcpError as AcpError
     from ._errors import ConnectionClosedError as ConnectionClosedError
     from ._errors import ErrorCode as ErrorCode
@@ -125,6 +121,10 @@ if TYPE_CHECKING:
     from ._ledger import Ledger as Ledger
     from ._ledger import Outcome as Outcome
     from ._ledger import Tombstone as Tombstone
+    from ._receiving import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
+    from ._receiving import Received as Received
+    from ._receiving import Tracer as Tracer
+    from ._receiving import is_request_id as is_request_id
     from ._turn import TRANSITIONS as TRANSITIONS
     from ._turn import Observation as Observation
     from ._turn import Seen as Seen
