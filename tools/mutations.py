@@ -518,7 +518,8 @@ MUTATIONS = [
         "on-result-as-read",
         "on_result is called as the result is read, before the next message of the same read",
         "aio/_connection.py",
-        "                    if fut.on_result is not None:\n                        self._result_read(fut, event.result)\n",
+        "                    if fut.on_result is not None:\n"
+        "                        self._result_read(fut, event.result)  # first: what it wakes runs first\n",
         "",
         (
             "tests/aio/test_requests.py::test_on_result_is_called_as_the_result_is_read_before_the_next_message",
@@ -531,6 +532,20 @@ MUTATIONS = [
         "        try:\n            fut.on_result(result)\n        except Exception:\n",
         "        if True:\n            fut.on_result(result)\n        if False:\n",
         ("tests/aio/test_requests.py::test_a_failing_on_result_is_logged_and_the_read_goes_on",),
+    ),
+    Mutation(
+        "on-result-before-the-future",
+        "what on_result wakes resumes before the tasks awaiting the future (the turn's caller first)",
+        "aio/_connection.py",
+        "                    if fut.on_result is not None:\n"
+        "                        self._result_read(fut, event.result)  # first: what it wakes runs first\n"
+        "                    fut.set_result(event.result)\n",
+        "                    fut.set_result(event.result)\n"
+        "                    if fut.on_result is not None:\n"
+        "                        self._result_read(fut, event.result)\n",
+        (
+            "tests/aio/test_requests.py::test_what_on_result_wakes_resumes_before_the_tasks_awaiting_the_future",
+        ),
     ),
 ]
 

@@ -332,3 +332,30 @@ async def test_a_failing_on_result_is_logged_and_the_read_goes_on(caplog: pytest
     assert (await fut, await other) == ("r", "s")
     assert conn.is_open
     await conn.aclose()
+
+
+async def test_what_on_result_wakes_resumes_before_the_tasks_awaiting_the_future() -> None:
+    # The host's turn resolves in on_result: the caller waiting for the turn must not wait for
+    # the turn's own task, which awaits the prompt's future, to take a step first.
+    conn, wire = await connected()
+    order: list[str] = []
+    woken = asyncio.Event()
+    fut = conn.request_nowait("prompt", {}, on_result=lambda result: woken.set())
+
+    async def awaiting_the_future() -> None:
+        await fut
+        order.append("future")
+
+    async def awaiting_what_on_result_set() -> None:
+        await woken.wait()
+        order.append("on_result")
+
+    tasks = [
+        asyncio.ensure_future(awaiting_the_future()),
+        asyncio.ensure_future(awaiting_what_on_result_set()),
+    ]
+    await spin()  # both wait
+    conn.feed_messages(answer(wire.messages()[0]["id"], "r"))
+    await asyncio.gather(*tasks)
+    assert order == ["on_result", "future"]
+    await conn.aclose()

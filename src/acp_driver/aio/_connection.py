@@ -236,9 +236,9 @@ class Connection(Serving, Requesting):
                 if fut is not None and not fut.done():
                     if fut.timer is not None:
                         self._finished(fut)
-                    fut.set_result(event.result)
                     if fut.on_result is not None:
-                        self._result_read(fut, event.result)
+                        self._result_read(fut, event.result)  # first: what it wakes runs first
+                    fut.set_result(event.result)
             else:
                 dispatch[type(event)](event)
         if run is not None:

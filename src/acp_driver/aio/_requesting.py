@@ -148,11 +148,12 @@ class Requesting:
         sends ``$/cancel_request`` and abandons the request; ``timeout`` fails it with
         ``RequestTimeoutError`` after ``$/cancel_request`` and ``cancel_grace`` for the answer.
 
-        ``on_result(result)``, if given, is called as soon as a result is read, right after the
-        future got it and before the next message of the same read is handled: one loop
-        iteration before a task awaiting the future resumes. It is called for a result only (an
-        error answer, a timeout or the close are seen by awaiting the future); an exception it
-        raises is logged, never raised into the read loop.
+        ``on_result(result)``, if given, is called as soon as a result is read, before the
+        next message of the same read is handled and just before the future gets the result:
+        one loop iteration before a task awaiting the future resumes, and what it wakes resumes
+        before that task. It is called for a result only (an error answer, a timeout or the
+        close are seen by awaiting the future); an exception it raises is logged, never raised
+        into the read loop.
         """
         if self.state is not State.OPEN:
             raise self._not_open_error()
