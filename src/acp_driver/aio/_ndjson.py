@@ -30,9 +30,9 @@ READ_CHUNK = 256 * 1024
 PIPE_READ_BYTES = 64 * 1024
 """How much one read of a pipe asks for. A pipe holds 64 KiB (Linux's default), so a bigger read
 brings nothing more, and asyncio's default of 256 KiB costs every read a buffer too big for the
-heap: ``mmap``, page faults, ``mremap``, ``munmap`` (about 16 µs more per read on the 2-core VM
-of ``docs/benchmarks.md``, more than the rest of a read and write together). A buffer of this
-size comes from the heap: no syscall besides the ``read``."""
+heap: ``mmap``, page faults, ``mremap``, ``munmap`` -- about ten times what the write and the read
+themselves cost (``benchmarks/pipe_read.py``). A buffer of this size comes from the heap: no
+syscall besides the ``read``."""
 
 
 class NdjsonTransport:
