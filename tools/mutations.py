@@ -529,8 +529,8 @@ MUTATIONS = [
         "on-result-never-breaks-the-read",
         "a failing on_result callback is logged; the read loop goes on (a peer never crashes it)",
         "aio/_requesting.py",
-        "        try:\n            fut.on_result(result)\n        except Exception:\n",
-        "        if True:\n            fut.on_result(result)\n        if False:\n",
+        "        try:\n            on_result(result)\n        except Exception:\n",
+        "        if True:\n            on_result(result)\n        if False:\n",
         ("tests/aio/test_requests.py::test_a_failing_on_result_is_logged_and_the_read_goes_on",),
     ),
     Mutation(
@@ -546,6 +546,14 @@ MUTATIONS = [
         (
             "tests/aio/test_requests.py::test_what_on_result_wakes_resumes_before_the_tasks_awaiting_the_future",
         ),
+    ),
+    Mutation(
+        "on-result-no-cycle",
+        "a request's on_result is dropped once called: its owner and the future are freed without the collector",
+        "aio/_requesting.py",
+        "        fut.on_result = None  # called once; and no cycle left for the collector (its owner holds fut)\n",
+        "",
+        ("tests/aio/test_requests.py::test_on_result_leaves_no_reference_cycle",),
     ),
 ]
 

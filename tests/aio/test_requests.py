@@ -7,6 +7,8 @@ by feeding messages. Each test is a short story with an assertion after each ste
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import orjson
@@ -358,4 +360,30 @@ async def test_what_on_result_wakes_resumes_before_the_tasks_awaiting_the_future
     conn.feed_messages(answer(wire.messages()[0]["id"], "r"))
     await asyncio.gather(*tasks)
     assert order == ["on_result", "future"]
+    await conn.aclose()
+
+
+async def test_on_result_leaves_no_reference_cycle() -> None:
+    # The callback's owner usually holds the future (a turn holds its prompt's): once called,
+    # the future drops the callback, so both are freed by reference counting, not by the
+    # collector (which the host's hot path would otherwise pay for on every turn).
+    conn, wire = await connected()
+
+    class Owner:
+        fut: Any = None
+
+        def on_result(self, result: Any) -> None:
+            pass
+
+    owner = Owner()
+    owner.fut = conn.request_nowait("prompt", {}, on_result=owner.on_result)
+    gone = weakref.ref(owner)
+    gc.disable()
+    try:
+        conn.feed_messages(answer(wire.messages()[0]["id"], "r"))
+        assert await owner.fut == "r"
+        del owner
+        assert gone() is None
+    finally:
+        gc.enable()
     await conn.aclose()

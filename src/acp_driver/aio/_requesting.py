@@ -304,9 +304,11 @@ class Requesting:
 
     def _result_read(self, fut: PendingRequest, result: Any) -> None:
         """Call the request's ``on_result`` (the read loop goes on whatever it does)."""
-        assert fut.on_result is not None
+        on_result = fut.on_result
+        assert on_result is not None
+        fut.on_result = None  # called once; and no cycle left for the collector (its owner holds fut)
         try:
-            fut.on_result(result)
+            on_result(result)
         except Exception:
             logger.exception("on_result callback of %s (id %r) failed", fut.method, fut.rid)
 

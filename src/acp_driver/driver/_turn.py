@@ -202,6 +202,8 @@ class PromptTurn:
     def _response(self, response: Any) -> None:
         """The prompt's result, seen as it is read (``on_result``): the turn resolves in the
         same loop iteration, and ``cancel()`` or ``await turn`` resume in the next one."""
+        if self.result is not None:
+            return  # seen as it was read; this is the turn's task, awaiting the same answer
         stop_reason = response.get("stopReason") if isinstance(response, dict) else None
         if stop_reason in p.STOP_REASONS:
             self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
