@@ -12,8 +12,10 @@ in every Python process, and prints the difference per item, for each side (host
 - syscalls: ``read``, ``write``, ``epoll_wait`` (``epoll_pwait`` included), ``futex`` (thread
   hand-offs) and all of them together, every thread of the process counted.
 
-Nothing here is timed: the same code gives the same counts on a busy machine (within a few per
-cent: how many lines one read brings can still depend on timing). Usage::
+Nothing here is timed, and the same code gives nearly the same counts on a busy machine: only
+loop iterations (and ``epoll_wait``) still move with timing -- whether an iteration that polls
+without waiting finds the peer's next message already there, how many lines one read brings.
+Each count is the median of ``--repeat`` pairs of runs. Usage::
 
     python3 benchmarks/counts.py                              # acp-driver, ts-2.4.0, ceiling
     python3 benchmarks/counts.py --only acp-driver,ceiling --modes pair --markdown
@@ -28,6 +30,7 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -64,7 +67,10 @@ _CLONE = re.compile(r"^(clone3?|fork|vfork)\((.*)\)\s+=\s+(\d+)")
 
 
 def parse_strace(directory: Path) -> dict[int, dict[str, Any]]:
-    """Per process (thread group): its argv (last ``execve``) and its syscall counts."""
+    """Per process (thread group): its argv (last ``execve``) and the syscall counts of its main
+    thread, the one that runs the event loop (node's and the runtime's helper threads -- garbage
+    collection, compilers -- would only add noise; a hand-off to or from a thread shows on the
+    main thread as a ``futex`` or an extra ``read``/``write``)."""
     tids: dict[int, Counter[str]] = {}
     argv: dict[int, list[str]] = {}
     parent_thread: dict[int, int] = {}  # thread -> the tid that created it
@@ -95,7 +101,8 @@ def parse_strace(directory: Path) -> dict[int, dict[str, Any]]:
     for tid, counts in tids.items():
         pid = leader(tid)
         proc = processes.setdefault(pid, {"argv": [], "counts": Counter()})
-        proc["counts"].update(counts)
+        if tid == pid:
+            proc["counts"].update(counts)  # the main thread: the one that runs the event loop
         if tid in argv:
             proc["argv"] = argv[tid]
     return processes
@@ -188,10 +195,21 @@ def by_side(
 
 
 def per_item(
+    job: harness.Job, workload: str, n: int, strace: str | None, work: Path, repeat: int = 1
+) -> dict[str, dict[str, float]]:
+    """Counts per item, (the run with 2n) minus (the run with n) divided by n, the median of
+    ``repeat`` such pairs: first with the probe alone (the loop's counts, undisturbed), then
+    under strace (the syscalls)."""
+    samples = [_per_item(job, workload, n, strace, work) for _ in range(repeat)]
+    return {
+        side: {key: statistics.median(s[side][key] for s in samples) for key in samples[0][side]}
+        for side in samples[0]
+    }
+
+
+def _per_item(
     job: harness.Job, workload: str, n: int, strace: str | None, work: Path
 ) -> dict[str, dict[str, float]]:
-    """Counts per item, (the run with 2n) minus (the run with n) divided by n: first with the
-    probe alone (the loop's counts, undisturbed), then under strace (the syscalls)."""
     out: dict[str, dict[str, float]] = {"host": {}, "agent": {}}
     passes = [None] if strace is None else [None, strace]
     for tracer in passes:
@@ -268,6 +286,7 @@ def main() -> int:
     parser.add_argument("--workloads", default="seq,cancel", help="seq (round trips), cancel")
     parser.add_argument("--seq", type=int, default=400, help="round trips in the smaller run (default 400)")
     parser.add_argument("--cancel", type=int, default=100, help="cancels in the smaller run (default 100)")
+    parser.add_argument("--repeat", type=int, default=3, help="pairs of runs per count; medians (default 3)")
     parser.add_argument("--src", type=Path, default=None, help="run acp-driver from this source tree")
     parser.add_argument("--no-strace", action="store_true", help="the probe's counts only (no syscalls)")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
@@ -294,7 +313,7 @@ def main() -> int:
             n = opts.seq if workload == "seq" else opts.cancel
             for job in round_jobs:
                 harness.log(f"counting {job[0]} ({job[1]}), {workload}, n={n} and {2 * n}")
-                counts = per_item(job, workload, n, None if opts.no_strace else strace, work)
+                counts = per_item(job, workload, n, None if opts.no_strace else strace, work, opts.repeat)
                 results.append({"impl": job[0], "mode": job[1], "workload": workload, "counts": counts})
     print(render(results, opts.markdown))
     if opts.json is not None:
