@@ -161,6 +161,55 @@ else:
 """
 
 
+# What one method call costs: the threshold for an inline copy of a rule (docs/benchmarks.md,
+# "Inline copies") is stated against it.
+CALL_COST = r"""
+import sys
+
+class C:
+    __slots__ = ("run", "valid")
+
+    def __init__(self):
+        self.run = 0
+        self.valid = False
+
+    def heard(self):
+        if self.run:
+            self.run = 0
+        if not self.valid:
+            self.valid = True
+
+    def called(self, n):
+        for _ in range(n):
+            self.heard()
+
+    def inline(self, n):
+        for _ in range(n):
+            if self.run:
+                self.run = 0
+            if not self.valid:
+                self.valid = True
+
+getattr(C(), sys.argv[1])(int(sys.argv[2]))
+"""
+
+
+def call_cost(work: Path) -> tuple[float, float]:
+    """Instructions per loop turn: calling a two-line method, and the same two lines inline."""
+    script = work / "call_cost.py"
+    script.write_text(CALL_COST)
+    per = []
+    for way in ("called", "inline"):
+        counts = []
+        for n in (0, 100_000):
+            out = str(work / f"call-{way}-{n}.out")
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
+            subprocess.run([*cmd, str(script), way, str(n)], check=True, capture_output=True, timeout=600)
+            counts.append(collected(out))
+        per.append((counts[1] - counts[0]) / 100_000)
+    return per[0], per[1]
+
+
 def count_latency(src: Path, side: str, impl: str, mode: str, n: int, work: Path) -> int:
     """Instructions of one side (host or agent) of ``n`` round trips or cancels, the other side
     the ceiling's."""
@@ -243,6 +292,11 @@ def main() -> int:
         help="host-only rows without the ceiling host (its code does not change between trees)",
     )
     parser.add_argument(
+        "--call-cost",
+        action="store_true",
+        help="only what a method call costs (a two-line method called against the lines inline)",
+    )
+    parser.add_argument(
         "--latency",
         action="store_true",
         help="only the latency rows: round trips and cancels (H1/H5, A1/A5), each side alone",
@@ -259,6 +313,11 @@ def main() -> int:
     rows = [("host", "conc", 10, 10_000), ("agent", "conc", 10, 10_000), ("host", "seq", 100, 1_000)]
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if opts.call_cost:
+            called, inline = call_cost(work)
+            print(f"a loop turn calling a two-line method: {called:,.0f} instructions; inline: {inline:,.0f}")
+            print(f"one method call: {called - inline:,.0f} instructions")
+            return 0
         print(f"source tree: {src}")
         for who, mode, n, requests in [] if opts.host_only or opts.latency else rows:
             base = count(src, mode, 0, who, work)
