@@ -4,12 +4,12 @@ agent (row H5) and times the stretches of each cancel, in one process, medians o
 
     python3 benchmarks/phases.py [N] [--src OTHER/src]
 
-Stretches: ``turn.cancel()`` called -> ``session/cancel`` handed to ``write`` (the host's work
-before the agent can see the cancel); -> the answer's ``read`` returned (the agent, the two
-wake-ups, and whatever the host did after its write); -> the read handed to the connection
-(framing); -> the turn's machine resolving it (``PromptTurn._finish`` entered: parsing, the
-core, the answer's future, the turn machine); -> ``_finish`` done; -> the connection done with
-the read; -> ``cancel()`` returned (the next loop iteration, the caller's task).
+It prints, in µs after ``turn.cancel()`` was called and in the order they happen: when
+``session/cancel`` is handed to ``write`` (the host's work before the agent can see the cancel);
+when the answer's ``read`` returned (the agent, the two wake-ups, and whatever the host did after
+its write); when the read is handed to the connection (framing); when ``PromptTurn._finish`` is
+entered and left (the turn resolved: parsing, the core, the answer's future, the turn machine);
+when the connection is done with the read; when ``cancel()`` returned (the caller's task).
 
 It wraps ``os.write``, ``os.read`` and two methods with timestamps (a few hundred nanoseconds
 each): the numbers are wall-clock, so they move with the machine's load -- read them side by side,
@@ -31,13 +31,13 @@ HERE = Path(__file__).resolve().parent
 BUSY_TURN = "/stream 1 0\n/sleep 60000"
 STRETCHES = ["write", "read", "feed", "finish", "finished", "fed", "returned"]
 LABELS = {
-    "write": "turn.cancel() -> session/cancel written",
-    "read": "-> the answer read",
-    "feed": "-> handed to the connection (framing)",
-    "finish": "-> the turn resolves (parse, core, future, turn machine)",
-    "finished": "-> _finish done",
-    "fed": "-> the read handled",
-    "returned": "-> cancel() returned (next loop iteration)",
+    "write": "session/cancel handed to write",
+    "read": "the answer read",
+    "feed": "the read handed to the connection",
+    "finish": "the turn resolving (_finish entered)",
+    "finished": "the turn resolved (_finish left)",
+    "fed": "the connection done with the read",
+    "returned": "cancel() returned",
 }
 
 
@@ -95,10 +95,8 @@ async def measure(n: int) -> dict[str, list[float]]:
             if (await turn).stop_reason != "cancelled":
                 raise SystemExit("a turn was not cancelled")
             if i >= 50 and all(name in marks for name in STRETCHES):
-                previous = "start"
                 for name in STRETCHES:
-                    out[name].append((marks[name] - marks[previous]) * 1e6)
-                    previous = name
+                    out[name].append((marks[name] - marks["start"]) * 1e6)
     finally:
         os.write, os.read = real_write, real_read
         await agent.shutdown()
@@ -114,11 +112,11 @@ def main() -> int:
     opts = parser.parse_args()
     sys.path.insert(0, str(opts.src.resolve()))
     out = asyncio.run(measure(opts.n))
-    total = [sum(values) for values in zip(*out.values(), strict=True)]
-    print(f"acp-driver host, ceiling agent: {len(total)} cancels, medians in µs ({opts.src})")
-    for name in STRETCHES:
-        print(f"  {LABELS[name]:58} {statistics.median(out[name]):8.1f}")
-    print(f"  {'total (turn.cancel() called -> returned)':58} {statistics.median(total):8.1f}")
+    medians = {name: statistics.median(values) for name, values in out.items()}
+    print(f"acp-driver host, ceiling agent: {len(out['returned'])} cancels ({opts.src})")
+    print("  µs after turn.cancel() was called (medians), in order:")
+    for name in sorted(STRETCHES, key=medians.__getitem__):
+        print(f"  {medians[name]:8.1f}  {LABELS[name]}")
     return 0
 
 
