@@ -102,9 +102,10 @@ def draw(spec: dict[str, Any]) -> None:
     ax.set_xticks(ticks)
     ax.set_xticklabels([f"{t:g}x" for t in ticks], fontsize=8)
     ax.set_xlabel("acp-driver's advantage over each SDK (x better; log scale)", fontsize=8.5)
-    ax.legend(loc="lower right", fontsize=7.5, title="vs", title_fontsize=7.5, framealpha=0.9)
+    handles, names = ax.get_legend_handles_labels()
+    fig.legend(handles, [f"vs {name}" for name in names], loc="lower center", ncol=len(names), fontsize=8)
     ax.set_title(spec["title"], fontsize=10, loc="left")
-    fig.tight_layout(rect=(0, 0, 0.78, 1))
+    fig.tight_layout(rect=(0, 0.03, 0.78, 1))
     fig.savefig(spec["out"])
 
 
