@@ -478,7 +478,7 @@ MUTATIONS = [
         "driver/_session.py",
         "            elif answer.done():\n",
         "            elif False:\n",
-        ("tests/driver",),
+        ("tests/driver/test_faults.py::test_update_in_the_same_read_as_an_error_answer_is_late",),
     ),
     Mutation(
         "run-handler-failure-contained",
