@@ -190,7 +190,9 @@ class PromptTurn:
         if self.agent.trace is not None and (meta := self.agent.trace.meta(self.session.id)):
             params["_meta"] = meta  # W3C trace context (spec: extensibility.mdx, _meta)
         try:
-            return self.agent.connection.request_nowait(p.SESSION_PROMPT, params, on_sent=self._sent)
+            return self.agent.connection.request_nowait(
+                p.SESSION_PROMPT, params, on_sent=self._sent, on_result=self._response
+            )
         except (TypeError, ValueError, LocalProtocolError) as exc:
             return RpcError.invalid_params(f"the prompt cannot be sent: {exc}")
 
@@ -212,12 +214,19 @@ class PromptTurn:
             self._observe(Observation(Seen.ABANDONED), None, abandoned)
             raise
         else:
-            stop_reason = self.agent.profile.answer_stop_reason(response)
-            if stop_reason is not None:
-                self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
-            else:
-                error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
-                self._observe(Observation(Seen.FAILED), None, error)
+            self._response(response)  # already seen as it was read, unless it was not a result
+
+    def _response(self, response: Any) -> None:
+        """The prompt's result, seen as it is read (``on_result``): the turn resolves in the
+        same loop iteration, and ``cancel()`` or ``await turn`` resume in the next one."""
+        if self.result is not None:
+            return  # seen as it was read; this is the turn's task, awaiting the same answer
+        stop_reason = self.agent.profile.answer_stop_reason(response)
+        if stop_reason is not None:
+            self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
+        else:
+            error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
+            self._observe(Observation(Seen.FAILED), None, error)
 
     def _sent(self, rid: Any) -> None:
         self.request_id = rid
