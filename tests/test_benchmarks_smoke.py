@@ -47,6 +47,8 @@ WORKLOAD_ROWS = [
     "H8. host only ↔ ceiling agent: storm ledger empty",
     "A1. agent only ↔ ceiling host",
     "A8. agent only ↔ ceiling host: storm ledger empty",
+    "C1. acp-driver run ↔ each agent: Ctrl-C → result line, p50",
+    "C1. acp-driver run ↔ each agent: Ctrl-C → result line, p99",
 ]
 
 
@@ -96,17 +98,19 @@ def test_every_column_does_the_same_work(quick_run: tuple[str, str, dict[str, An
     cfg = doc["sizes"]
     work = doc["work"]
     assert doc["work_equal"] is True
-    assert doc["modes"] == ["pair", "host", "agent"]
+    assert doc["modes"] == ["pair", "host", "agent", "cli"]
     split = [f"{p}{w}" for p in ("host:", "agent:") for w in harness.SPLIT_WORKLOADS]
     pair = ["seq", "conc1k", "conc10k", "stream", "cancel", "storm"]
-    assert set(work["ceiling"]) == set(pair)
-    assert set(work["acp-driver"]) == {*pair, "ignored", "hang", *split}
+    assert set(work["ceiling"]) == {*pair, "cli:ctrl_c"}
+    assert set(work["acp-driver"]) == {*pair, "ignored", "hang", *split, "cli:ctrl_c"}
     for key, counts in work["acp-driver"].items():
         workload = key.split(":")[-1]
         unit, expected = harness.WORK_UNITS[workload]
         assert counts == [expected(cfg)], (key, unit, counts)
-        if workload in pair:
-            assert work["ceiling"][workload] == counts, (key, work["ceiling"][workload], counts)
+        # The ceiling's pair is the reference of the host-only and agent-only rows.
+        reference = key if key.startswith("cli:") else workload
+        if reference in work["ceiling"]:
+            assert work["ceiling"][reference] == counts, (key, work["ceiling"][reference], counts)
     # The storm's self-check ran after every answer and held in every column of every pairing.
     results = doc["results"]
     for impl in ("acp-driver", "ceiling"):

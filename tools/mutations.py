@@ -144,7 +144,7 @@ MUTATIONS = [
     Mutation(
         "no-answer-to-notification",
         "JSON-RPC: a notification is never answered",
-        "core/_connection.py",
+        "core/_receiving.py",
         "        if rid is _MISSING:\n            if method == CANCEL_REQUEST_METHOD:",
         "        if rid is _MISSING:\n            self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', batch, None)\n            if method == CANCEL_REQUEST_METHOD:",
         ("tests/core", "tests/aio"),
@@ -426,34 +426,34 @@ MUTATIONS = [
     Mutation(
         "fast-notification-no-answer",
         "JSON-RPC: a notification is never answered (the receive loop's notification fast path)",
-        "core/_connection.py",
-        "                            events.append(Notification(method, params))\n",
-        "                            self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', None, None)\n"
-        "                            events.append(Notification(method, params))\n",
+        "core/_receiving.py",
+        "                    event = Notification(method, params)\n",
+        "                    self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', None, None)\n"
+        "                    event = Notification(method, params)\n",
         ("tests/core", "tests/aio"),
     ),
     Mutation(
         "fast-notification-jsonrpc",
         "a notification without jsonrpc 2.0 is invalid (the fast path leaves it to the checks)",
-        "core/_connection.py",
-        '                            and message.get("jsonrpc") == "2.0"\n                            and method != CANCEL_REQUEST_METHOD\n',
-        "                            and method != CANCEL_REQUEST_METHOD\n",
+        "core/_receiving.py",
+        '                    and message.get("jsonrpc") == "2.0"\n                    and method != CANCEL_REQUEST_METHOD\n',
+        "                    and method != CANCEL_REQUEST_METHOD\n",
         ("tests/core", "tests/aio"),
     ),
     Mutation(
         "fast-notification-cancel-request",
         "$/cancel_request is not a plain notification (the fast path leaves it to the cancel checks)",
-        "core/_connection.py",
-        "                            and method != CANCEL_REQUEST_METHOD\n",
+        "core/_receiving.py",
+        "                    and method != CANCEL_REQUEST_METHOD\n",
         "",
         ("tests/core", "tests/aio"),
     ),
     Mutation(
         "fast-result-in-flight",
         "a result answers only a request of ours in flight (the fast path leaves others to the checks)",
-        "core/_connection.py",
-        "                            and close_if_open(rid, Outcome.RESULT) is not None\n",
-        "                            and (close_if_open(rid, Outcome.RESULT) is not None or True)\n",
+        "core/_receiving.py",
+        "                    and close_if_open(rid, Outcome.RESULT) is not None\n",
+        "                    and (close_if_open(rid, Outcome.RESULT) is not None or True)\n",
         ("tests/core", "tests/aio"),
     ),
     Mutation(
@@ -478,7 +478,7 @@ MUTATIONS = [
         "driver/_prompt_turn.py",
         "        return answer is None or answer.done()\n",
         "        return answer is None\n",
-        ("tests/driver",),
+        ("tests/driver/test_faults.py::test_update_in_the_same_read_as_an_error_answer_is_late",),
     ),
     Mutation(
         "run-handler-failure-contained",
@@ -1231,11 +1231,78 @@ MUTATIONS = [
         "v2 agent runtime: a resume of a session it holds gives the agent that resume's params "
         "(its replayFrom: the history is replayed before the snapshot)",
         "agent/_spans.py",
-        "                session.params = params  # what this resume asks (its replayFrom), for the agent\n",
+        "                session.params = params  # what the agent reads: replayFrom, the roots\n",
         "                pass\n",
         (
             "tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",
         ),
+    ),
+    Mutation(
+        "agent-session-cancel-before-its-turn",
+        "session/cancel read together with the prompt it cancels (no turn yet) still cancels that turn",
+        "agent/_runtime.py",
+        "            return self._session_cancel_later(params)\n",
+        "            return None\n",
+        (
+            "tests/agent/test_runtime.py::test_session_cancel_in_the_same_read_as_the_prompt_answers_cancelled",
+        ),
+    ),
+    Mutation(
+        "agent-cancel-wakes-the-prompt",
+        "agent runtime: a cancelled turn is answered once it unwinds (or at cancel_timeout), not when it ends",
+        "agent/_turn.py",
+        "        self._settle()  # after the task's cancel: the task unwinds before the runtime looks\n",
+        "",
+        ("tests/agent/test_runtime.py::test_swallowed_cancel_is_fenced_after_the_response",),
+    ),
+    Mutation(
+        "reference-agent-command-words",
+        "the reference agent splits a command line as shlex does (quotes keep words together)",
+        "reference_agent.py",
+        "    if line.isascii() and _NOT_PLAIN.isdisjoint(line):\n",
+        "    if line.isascii():\n",
+        ("tests/agent/test_reference_commands.py",),
+    ),
+    Mutation(
+        "on-result-as-read",
+        "on_result is called as the result is read, before the next message of the same read",
+        "aio/_connection.py",
+        "                    if fut.on_result is not None:\n"
+        "                        self._result_read(fut, event.result)  # first: what it wakes runs first\n",
+        "",
+        (
+            "tests/aio/test_requests.py::test_on_result_is_called_as_the_result_is_read_before_the_next_message",
+        ),
+    ),
+    Mutation(
+        "on-result-never-breaks-the-read",
+        "a failing on_result callback is logged; the read loop goes on (a peer never crashes it)",
+        "aio/_requesting.py",
+        "        try:\n            on_result(result)\n        except Exception:\n",
+        "        if True:\n            on_result(result)\n        if False:\n",
+        ("tests/aio/test_requests.py::test_a_failing_on_result_is_logged_and_the_read_goes_on",),
+    ),
+    Mutation(
+        "on-result-before-the-future",
+        "what on_result wakes resumes before the tasks awaiting the future (the turn's caller first)",
+        "aio/_connection.py",
+        "                    if fut.on_result is not None:\n"
+        "                        self._result_read(fut, event.result)  # first: what it wakes runs first\n"
+        "                    fut.set_result(event.result)\n",
+        "                    fut.set_result(event.result)\n"
+        "                    if fut.on_result is not None:\n"
+        "                        self._result_read(fut, event.result)\n",
+        (
+            "tests/aio/test_requests.py::test_what_on_result_wakes_resumes_before_the_tasks_awaiting_the_future",
+        ),
+    ),
+    Mutation(
+        "on-result-no-cycle",
+        "a request's on_result is dropped once called: its owner and the future are freed without the collector",
+        "aio/_requesting.py",
+        "        fut.on_result = None  # called once; and no cycle left for the collector (its owner holds fut)\n",
+        "",
+        ("tests/aio/test_requests.py::test_on_result_leaves_no_reference_cycle",),
     ),
 ]
 

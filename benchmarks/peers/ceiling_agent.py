@@ -17,6 +17,9 @@ import orjson
 
 dumps = orjson.dumps
 loads = orjson.loads
+# Reads of at most what a pipe holds (64 KiB): asyncio's default 256 KiB costs each read an mmap'd
+# buffer (mmap, page faults, munmap). acp-driver and node read 64 KiB at a time too.
+READ_BYTES = 64 * 1024
 
 
 class Agent(asyncio.Protocol):
@@ -165,7 +168,8 @@ async def main() -> None:
     stdout = os.fdopen(os.dup(1), "wb", buffering=0)
     wt, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, stdout)
     agent.wt = wt
-    await loop.connect_read_pipe(lambda: agent, stdin)
+    rt, _ = await loop.connect_read_pipe(lambda: agent, stdin)
+    rt.max_size = READ_BYTES  # type: ignore[attr-defined]
     await done
     agent.flush()
 

@@ -38,6 +38,9 @@ from _common import (
 AGENT = [sys.executable, CEILING_AGENT]
 dumps = orjson.dumps
 loads = orjson.loads
+# Reads of at most what a pipe holds (64 KiB): asyncio's default 256 KiB costs each read an mmap'd
+# buffer (mmap, page faults, munmap). acp-driver and node read 64 KiB at a time too.
+READ_BYTES = 64 * 1024
 
 
 class RpcError(Exception):
@@ -127,7 +130,8 @@ async def start() -> tuple[subprocess.Popen[bytes], Client]:
     assert proc.stdout is not None
     wt, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, proc.stdin)
     client.wt = wt
-    await loop.connect_read_pipe(lambda: client, proc.stdout)
+    rt, _ = await loop.connect_read_pipe(lambda: client, proc.stdout)
+    rt.max_size = READ_BYTES  # type: ignore[attr-defined]
     await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     return proc, client
 

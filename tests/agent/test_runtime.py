@@ -223,6 +223,21 @@ async def test_cancel_request_in_the_same_read_as_the_prompt_answers_cancelled(r
     assert await turn == {"stopReason": "cancelled"}
 
 
+async def test_session_cancel_in_the_same_read_as_the_prompt_answers_cancelled(reference: Client) -> None:
+    # session/cancel is handled as it is read; here the prompt's handler has not started (no
+    # turn yet) when it is: the cancel must still reach the turn the prompt starts.
+    assert reference.process is not None
+    os.kill(reference.process.pid, signal.SIGSTOP)
+    try:
+        turn = reference.prompt("/sleep 30000")
+        await asyncio.sleep(0)  # the prompt task sends its request
+        reference.cancel()
+        await asyncio.sleep(0)  # the end of this loop iteration writes the cancel
+    finally:
+        os.kill(reference.process.pid, signal.SIGCONT)
+    assert await turn == {"stopReason": "cancelled"}
+
+
 async def test_idle_cancel_does_not_poison_the_next_turn(reference: Client) -> None:
     reference.cancel()
     reference.conn.notify_nowait("session/cancel", {"sessionId": "unknown-session"})

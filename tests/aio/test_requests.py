@@ -7,6 +7,8 @@ by feeding messages. Each test is a short story with an assertion after each ste
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import orjson
@@ -297,4 +299,91 @@ async def test_registering_a_notification_handler_replaces_a_run_handler_and_bac
     conn.on_notification_run("u", lambda run: runs.append([n for (n,) in run]))
     conn.feed_messages([note("u", 3), note("u", 4)])
     assert (single, runs) == ([1, 2], [[3, 4]])
+    await conn.aclose()
+
+
+async def test_on_result_is_called_as_the_result_is_read_before_the_next_message() -> None:
+    conn, wire = await connected()
+    log: list[Any] = []
+    fut = conn.request_nowait("prompt", {}, on_result=lambda result: log.append(("result", result)))
+    failing = conn.request_nowait("other", {}, on_result=lambda result: log.append(("never", result)))
+    await spin()  # the end of the loop iteration writes the second request
+    rid, failing_rid = (m["id"] for m in wire.messages())
+    conn.on_notification("after", lambda params: log.append(("after", params[0], fut.done())))
+    conn.feed_messages([*answer(rid, "r"), note("after", 1), *answer(failing_rid, code=-32000)])
+    # In message order, in the same read; an error answer is not a result.
+    assert log == [("result", "r"), ("after", 1, True)]
+    assert await fut == "r"
+    with pytest.raises(Exception, match="m"):
+        await failing
+    await conn.aclose()
+
+
+async def test_a_failing_on_result_is_logged_and_the_read_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    conn, wire = await connected()
+
+    def boom(result: Any) -> None:
+        raise ValueError("boom")
+
+    fut = conn.request_nowait("prompt", {}, on_result=boom)
+    other = conn.request_nowait("other", {})
+    await spin()
+    rid, other_rid = (m["id"] for m in wire.messages())
+    conn.feed_messages([*answer(rid, "r"), *answer(other_rid, "s")])
+    assert "on_result callback of prompt" in caplog.text
+    assert (await fut, await other) == ("r", "s")
+    assert conn.is_open
+    await conn.aclose()
+
+
+async def test_what_on_result_wakes_resumes_before_the_tasks_awaiting_the_future() -> None:
+    # The host's turn resolves in on_result: the caller waiting for the turn must not wait for
+    # the turn's own task, which awaits the prompt's future, to take a step first.
+    conn, wire = await connected()
+    order: list[str] = []
+    woken = asyncio.Event()
+    fut = conn.request_nowait("prompt", {}, on_result=lambda result: woken.set())
+
+    async def awaiting_the_future() -> None:
+        await fut
+        order.append("future")
+
+    async def awaiting_what_on_result_set() -> None:
+        await woken.wait()
+        order.append("on_result")
+
+    tasks = [
+        asyncio.ensure_future(awaiting_the_future()),
+        asyncio.ensure_future(awaiting_what_on_result_set()),
+    ]
+    await spin()  # both wait
+    conn.feed_messages(answer(wire.messages()[0]["id"], "r"))
+    await asyncio.gather(*tasks)
+    assert order == ["on_result", "future"]
+    await conn.aclose()
+
+
+async def test_on_result_leaves_no_reference_cycle() -> None:
+    # The callback's owner usually holds the future (a turn holds its prompt's): once called,
+    # the future drops the callback, so both are freed by reference counting, not by the
+    # collector (which the host's hot path would otherwise pay for on every turn).
+    conn, wire = await connected()
+
+    class Owner:
+        fut: Any = None
+
+        def on_result(self, result: Any) -> None:
+            pass
+
+    owner = Owner()
+    owner.fut = conn.request_nowait("prompt", {}, on_result=owner.on_result)
+    gone = weakref.ref(owner)
+    gc.disable()
+    try:
+        conn.feed_messages(answer(wire.messages()[0]["id"], "r"))
+        assert await owner.fut == "r"
+        del owner
+        assert gone() is None
+    finally:
+        gc.enable()
     await conn.aclose()

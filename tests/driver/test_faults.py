@@ -240,6 +240,27 @@ async def test_update_in_the_same_read_as_the_response_is_late(tmp_path: Path) -
             await close_and_check(agent)
 
 
+async def test_update_in_the_same_read_as_an_error_answer_is_late(tmp_path: Path) -> None:
+    """The same with an error answer to the prompt: a result resolves the turn as it is read,
+    an error only when the turn's task sees it -- the chunk after it is late all the same."""
+    async with (
+        asyncio.timeout(60),
+        running(script("late_updates"), env=env_with(ACP_TEST_LATE_MODE="same_write_error")) as agent,
+    ):
+        session = await agent.new_session(tmp_path)
+        first = session.prompt("one")
+        first_updates = [u async for u in first]
+        result = await first
+        texts = [u.text for u in first_updates if isinstance(u, AgentMessageChunk)]
+        try:
+            assert result.resolution is Resolution.ERROR
+            assert texts == ["turn 1 text"], "the late chunk was attributed to the finished turn"
+            await eventually(lambda: session.late_updates >= 1, "the late chunk", timeout=2.0)
+            assert [u.raw["content"]["text"] for u in first.late_updates] == ["late after turn 1"]
+        finally:
+            await close_and_check(agent)
+
+
 # ---------------------------------------------------------------------- failing to start
 
 

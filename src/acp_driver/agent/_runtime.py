@@ -353,33 +353,42 @@ class AgentRuntime:
         # The turn runs in its own task (it inherits this request's context, so its requests
         # are children of the prompt); this handler stays free to answer when it is cancelled.
         loop = asyncio.get_running_loop()
+        settled = turn._settled = loop.create_future()
         task = loop.create_task(self._run_turn(turn), name=f"turn {session.id}")
+        task.add_done_callback(turn._settle)  # a task cancelled before its first step, too
         turn.task = task
         if ctx is not None and ctx.cancel_requested and self.connection.honours_cancel_request:
             # $/cancel_request came in the same read as the prompt, before this handler ran.
             turn.cancel("$/cancel_request")
-        cancelled = loop.create_task(turn._cancel_event.wait())
         try:
             try:
-                await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+                # Woken once: by the turn's end, or by its cancel (``Turn.cancel`` cancels the
+                # task before it settles this future, so when the turn unwinds in one step --
+                # the usual case -- it has ended by the time this handler runs again).
+                await settled
             except asyncio.CancelledError:
                 # $/cancel_request for the prompt, or the connection is closing: same as session/cancel.
                 if not task.done():
                     turn.cancel("$/cancel_request" if self.connection.is_open else "connection closing")
             if turn.cancel_requested:
-                await self._unwind(turn)
+                if not task.done():
+                    await self._unwind(turn)
+                elif not task.cancelled() and task.exception() is not None:
+                    self._log_unwound(turn)
                 # Spec (prompt-turn.mdx): "Agents MUST catch these errors and return the
                 # semantically meaningful cancelled stop reason" -- whatever the handler did.
                 return self._cancelled_answer(turn)
             return task.result()
         finally:
-            cancelled.cancel()
             if session.turn is turn:
                 session.turn = None
             turn._end()
 
     async def _run_turn(self, turn: Turn) -> Any:
-        return _stop_reason(await self.agent.prompt(turn), self.profile)
+        try:
+            return _stop_reason(await self.agent.prompt(turn), self.profile)
+        finally:
+            turn._settle()  # wakes ``_prompt`` now, not one loop iteration after the task's end
 
     async def _unwind(self, turn: Turn) -> None:
         """Give a cancelled turn's task ``cancel_timeout`` to end; what it ends with does not
@@ -395,11 +404,15 @@ class AgentRuntime:
             )
             turn._end()  # fenced before its answer is queued
         elif not task.cancelled() and task.exception() is not None:
-            logger.debug(
-                "turn of %s raised while cancelled; answering cancelled",
-                turn.session.id,
-                exc_info=task.exception(),
-            )
+            self._log_unwound(turn)
+
+    def _log_unwound(self, turn: Turn) -> None:
+        assert turn.task is not None
+        logger.debug(
+            "turn of %s raised while cancelled; answering cancelled",
+            turn.session.id,
+            exc_info=turn.task.exception(),
+        )
 
     def _cancelled_answer(self, turn: Turn) -> Any:
         faults = self.faults
@@ -419,20 +432,42 @@ class AgentRuntime:
                 turn.cancel("$/cancel_request")
                 return
 
-    async def _session_cancel(self, params: Any) -> None:
-        # A coroutine on purpose: the connection starts it as a task, after the task of a
-        # session/prompt read just before it has taken its first step (and registered its turn).
+    def _session_cancel(self, params: Any) -> Awaitable[None] | None:
+        """``session/cancel``, handled as it is read: the turn's task is cancelled in the same
+        loop iteration (no task per cancel)."""
+        session = self._turn_to_cancel(params, log=False)
+        if session is None:
+            # No turn (yet): a session/prompt read just before this cancel may not have started.
+            # As a coroutine, the connection starts this as a task, after that prompt's task has
+            # taken its first step (and registered its turn).
+            return self._session_cancel_later(params)
+        self._cancel_turn(session)
+        return None
+
+    async def _session_cancel_later(self, params: Any) -> None:
+        session = self._turn_to_cancel(params, log=True)
+        if session is not None:
+            self._cancel_turn(session)
+
+    def _turn_to_cancel(self, params: Any, *, log: bool) -> Session | None:
+        """The session whose running turn ``session/cancel`` names (None: nothing to cancel)."""
         problem = params_problem(p.SESSION_CANCEL, params)
         if problem is not None:  # a notification: never answered, only logged
-            logger.debug("ignoring session/cancel: invalid params: %s", problem)
-            return
+            if log:
+                logger.debug("ignoring session/cancel: invalid params: %s", problem)
+            return None
         sid = params.get("sessionId")
-        session = self.sessions.get(sid) if isinstance(sid, str) else None
+        session = self.sessions.get(sid)
         if session is None or session.turn is None:
-            logger.debug("session/cancel for idle or unknown session %r: nothing to cancel", sid)
-            return
+            if log:
+                logger.debug("session/cancel for idle or unknown session %r: nothing to cancel", sid)
+            return None
+        return session
+
+    def _cancel_turn(self, session: Session) -> None:
+        assert session.turn is not None
         if self.faults.ignore_session_cancel:
-            logger.debug("fault: ignoring session/cancel for %s", sid)
+            logger.debug("fault: ignoring session/cancel for %s", session.id)
             return
         session.turn.cancel("session/cancel")
 

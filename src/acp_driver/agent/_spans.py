@@ -100,8 +100,11 @@ class Spans:
         if session.work_state != "running":
             session.work_state = "running"
             self._send_now(session, {"sessionUpdate": "state_update", "state": "running"})
-        turn.task = asyncio.get_running_loop().create_task(self._run(turn), name=f"span {session.id}")
-        turn.span = asyncio.get_running_loop().create_task(self._span(turn), name=f"span end {session.id}")
+        loop = asyncio.get_running_loop()
+        turn._settled = loop.create_future()  # done once the task ends or the turn is cancelled
+        turn.task = loop.create_task(self._run(turn), name=f"span {session.id}")
+        turn.task.add_done_callback(turn._settle)
+        turn.span = loop.create_task(self._span(turn), name=f"span end {session.id}")
         return {"messageId": turn.user_message_id}
 
     async def _run(self, turn: Turn) -> Any:
@@ -112,11 +115,8 @@ class Spans:
         runtime = self.runtime
         task = turn.task
         assert task is not None
-        cancelled = asyncio.ensure_future(turn._cancel_event.wait())
-        try:
-            await asyncio.wait({task, cancelled}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            cancelled.cancel()
+        assert turn._settled is not None
+        await turn._settled
         stop: str
         error: dict[str, Any] | None = None
         if turn.cancel_requested:

@@ -165,7 +165,8 @@ class Turn:
         self._state = AgentTurnMachine()
         self.task: asyncio.Task[Any] | None = None
         self._after_end: list[Callable[[], object]] = []
-        self._cancel_event = asyncio.Event()
+        self._settled: asyncio.Future[None] | None = None
+        """Set by the runtime: done once the turn's task ended or the turn was cancelled."""
         self._notify = runtime.connection.notify
         self._shapes = runtime.profile.shapes
         self.user_message_id: str | None = None
@@ -361,13 +362,18 @@ class Turn:
                 loop.call_soon(callback)  # runs after the response is queued
             self._after_end.clear()
 
+    def _settle(self, _task: object = None) -> None:
+        settled = self._settled
+        if settled is not None and not settled.done():
+            settled.set_result(None)
+
     def cancel(self, reason: str) -> None:
         """Cancel the turn (runtime use): cancel its task and every request it has pending."""
         if not self._state.feed(AgentTurnEvent.CANCEL, reason):
             return  # already cancelled, or ended
-        self._cancel_event.set()
         if self.task is not None and not self.task.done():
             self.task.cancel(reason)
+        self._settle()  # after the task's cancel: the task unwinds before the runtime looks
         self.runtime.connection.cascade_cancel(self.request_id, f"turn cancelled: {reason}")
 
     def __repr__(self) -> str:

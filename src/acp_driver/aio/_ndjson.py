@@ -26,6 +26,13 @@ if TYPE_CHECKING:
     from ._connection import Connection
 
 READ_CHUNK = 256 * 1024
+"""How much a reader thread or a stream pump asks for per read."""
+PIPE_READ_BYTES = 64 * 1024
+"""How much one read of a pipe asks for. A pipe holds 64 KiB (Linux's default), so a bigger read
+brings nothing more, and asyncio's default of 256 KiB costs every read a buffer too big for the
+heap: ``mmap``, page faults, ``mremap``, ``munmap`` -- about ten times what the write and the read
+themselves cost (``benchmarks/pipe_read.py``). A buffer of this size comes from the heap: no
+syscall besides the ``read``."""
 
 
 class NdjsonTransport:
@@ -190,6 +197,8 @@ async def open_pipes(conn: Connection, read_pipe: Any, write_pipe: Any) -> Ndjso
     transport = NdjsonTransport(conn, wt)
     if _pollable(read_pipe.fileno()):
         rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
+        # asyncio's pipe transport reads ``self.max_size`` bytes at a time (CPython 3.11-3.13).
+        rt.max_size = PIPE_READ_BYTES  # type: ignore[attr-defined]
         transport.add_closer(rt.close)
         conn.attach(transport)
     else:

@@ -60,6 +60,8 @@ class PendingRequest(asyncio.Future[Any]):
     giving_up: bool = False
     timer: asyncio.TimerHandle | None = None
     """The grace being waited out, if any (cancelled when the answer comes)."""
+    on_result: Callable[[Any], object] | None = None
+    """Called with the result as the peer's answer is read (see ``request_nowait``)."""
 
     def cancel(self, msg: Any = None) -> bool:
         if self.done():
@@ -138,12 +140,20 @@ class Requesting:
         *,
         cancel_grace: float = 0.0,
         on_sent: Callable[[RequestId], object] | None = None,
+        on_result: Callable[[Any], object] | None = None,
     ) -> PendingRequest:
         """Send a request; return a future for its answer (no coroutine, no task per call).
 
         The same guarantees as ``request``: cancelling the future (or the task awaiting it)
         sends ``$/cancel_request`` and abandons the request; ``timeout`` fails it with
         ``RequestTimeoutError`` after ``$/cancel_request`` and ``cancel_grace`` for the answer.
+
+        ``on_result(result)``, if given, is called as soon as a result is read, before the
+        next message of the same read is handled and just before the future gets the result:
+        one loop iteration before a task awaiting the future resumes, and what it wakes resumes
+        before that task. It is called for a result only (an error answer, a timeout or the
+        close are seen by awaiting the future); an exception it raises is logged, never raised
+        into the read loop.
         """
         if self.state is not State.OPEN:
             raise self._not_open_error()
@@ -160,6 +170,8 @@ class Requesting:
         fut.timeout = timeout
         if cancel_grace:
             fut.timeout_grace = cancel_grace
+        if on_result is not None:
+            fut.on_result = on_result
         self._waiters[rid] = fut
         if not outbox.scheduled:
             outbox.schedule()
@@ -289,6 +301,16 @@ class Requesting:
         if fut.timer is not None:
             self._finished(fut)
         return fut
+
+    def _result_read(self, fut: PendingRequest, result: Any) -> None:
+        """Call the request's ``on_result`` (the read loop goes on whatever it does)."""
+        on_result = fut.on_result
+        assert on_result is not None
+        fut.on_result = None  # called once; and no cycle left for the collector (its owner holds fut)
+        try:
+            on_result(result)
+        except Exception:
+            logger.exception("on_result callback of %s (id %r) failed", fut.method, fut.rid)
 
     def _on_error_response(self, event: ErrorResponse) -> None:
         timed_out = self._expired.get(event.id)  # read before _answer_future clears it

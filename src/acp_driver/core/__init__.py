@@ -17,13 +17,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AgentTurnMachine",
             "AgentTurnState",
         ),
-        "._connection": (
-            "CANCEL_REQUEST_METHOD",
-            "Connection",
-            "Received",
-            "Tracer",
-            "is_request_id",
-        ),
+        "._connection": ("Connection",),
         "._errors": (
             "AcpError",
             "ConnectionClosedError",
@@ -88,6 +82,12 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Outcome",
             "Tombstone",
         ),
+        "._receiving": (
+            "CANCEL_REQUEST_METHOD",
+            "Received",
+            "Tracer",
+            "is_request_id",
+        ),
     },
 )
 
@@ -96,11 +96,7 @@ if TYPE_CHECKING:
     from ._agent_turn import AgentTurnEvent as AgentTurnEvent
     from ._agent_turn import AgentTurnMachine as AgentTurnMachine
     from ._agent_turn import AgentTurnState as AgentTurnState
-    from ._connection import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
     from ._connection import Connection as Connection
-    from ._connection import Received as Received
-    from ._connection import Tracer as Tracer
-    from ._connection import is_request_id as is_request_id
     from ._connection_end import ConnectionEndMachine as ConnectionEndMachine
     from ._errors import AcpError as AcpError
     from ._errors import ConnectionClosedError as ConnectionClosedError
@@ -156,6 +152,10 @@ if TYPE_CHECKING:
     from ._profile import TurnEnd as TurnEnd
     from ._profile import negotiate as negotiate
     from ._profile import profile_for as profile_for
+    from ._receiving import CANCEL_REQUEST_METHOD as CANCEL_REQUEST_METHOD
+    from ._receiving import Received as Received
+    from ._receiving import Tracer as Tracer
+    from ._receiving import is_request_id as is_request_id
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
     from ._shapes import Shapes as Shapes

@@ -24,7 +24,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
@@ -196,7 +196,9 @@ class PromptTurn:
         if self.agent.trace is not None and (meta := self.agent.trace.meta(self.session.id)):
             params["_meta"] = meta  # W3C trace context (spec: extensibility.mdx, _meta)
         try:
-            return self.agent.connection.request_nowait(p.SESSION_PROMPT, params, on_sent=self._sent)
+            return self.agent.connection.request_nowait(
+                p.SESSION_PROMPT, params, on_sent=self._sent, on_result=self._answer_ends_turn
+            )
         except (TypeError, ValueError, LocalProtocolError) as exc:
             return RpcError.invalid_params(f"the prompt cannot be sent: {exc}")
 
@@ -218,12 +220,24 @@ class PromptTurn:
             self._observe(Observation(Seen.ABANDONED), None, abandoned)
             raise
         else:
-            stop_reason = self.agent.profile.answer_stop_reason(response)
-            if stop_reason is not None:
-                self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
-            else:
-                error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
-                self._observe(Observation(Seen.FAILED), None, error)
+            self._response(response)  # already seen as it was read, unless it was not a result
+
+    @property
+    def _answer_ends_turn(self) -> Callable[[Any], None] | None:
+        """v1: the answer ends the turn, seen as it is read; v2: it only settles the prompt."""
+        return self._response if self.agent.profile.turn_end is TurnEnd.PROMPT_ANSWER else None
+
+    def _response(self, response: Any) -> None:
+        """The prompt's result, seen as it is read (``on_result``): the turn resolves in the
+        same loop iteration, and ``cancel()`` or ``await turn`` resume in the next one."""
+        if self.result is not None:
+            return  # seen as it was read; this is the turn's task, awaiting the same answer
+        stop_reason = self.agent.profile.answer_stop_reason(response)
+        if stop_reason is not None:
+            self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
+        else:
+            error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
+            self._observe(Observation(Seen.FAILED), None, error)
 
     async def _run_v2(self, answer: asyncio.Future[Any] | RpcError) -> None:
         """v2: the prompt's answer says it was inserted (``{messageId}``); the turn ends at the

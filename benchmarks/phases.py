@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Where the host's share of a cancel goes: acp-driver's host cancels busy turns of the ceiling
+agent (row H5) and times the stretches of each cancel, in one process, medians over N cancels::
+
+    python3 benchmarks/phases.py [N] [--src OTHER/src]
+
+It prints, in µs after ``turn.cancel()`` was called and in the order they happen: when
+``session/cancel`` is handed to ``write`` (the host's work before the agent can see the cancel);
+when the answer's ``read`` returned (the agent, the two wake-ups, and whatever the host did after
+its write); when the read is handed to the connection (framing); when ``PromptTurn._finish`` is
+entered and left (the turn resolved: parsing, the core, the answer's future, the turn machine);
+when the connection is done with the read; when ``cancel()`` returned (the caller's task).
+
+It wraps ``os.write``, ``os.read`` and two methods with timestamps (a few hundred nanoseconds
+each): the numbers are wall-clock, so they move with the machine's load -- read them side by side,
+in one run. Counts that do not move are in ``counts.py`` and ``instructions.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+BUSY_TURN = "/stream 1 0\n/sleep 60000"
+STRETCHES = ["write", "read", "feed", "finish", "finished", "fed", "returned"]
+LABELS = {
+    "write": "session/cancel handed to write",
+    "read": "the answer read",
+    "feed": "the read handed to the connection",
+    "finish": "the turn resolving (_finish entered)",
+    "finished": "the turn resolved (_finish left)",
+    "fed": "the connection done with the read",
+    "returned": "cancel() returned",
+}
+
+
+async def measure(n: int) -> dict[str, list[float]]:
+    from acp_driver.aio import Connection
+    from acp_driver.driver import _turn, launch
+
+    clock = time.perf_counter
+    marks: dict[str, float] = {}
+    on = False
+
+    def mark(name: str) -> None:
+        if on and name not in marks:
+            marks[name] = clock()
+
+    real_write, real_read = os.write, os.read
+
+    def write(fd: int, data: Any) -> int:
+        mark("write")
+        return real_write(fd, data)
+
+    def read(fd: int, size: int) -> bytes:
+        data = real_read(fd, size)
+        mark("read")
+        return data
+
+    feed, finish = Connection.feed_messages, _turn.PromptTurn._finish
+
+    def timed_feed(self: Any, messages: Any) -> None:
+        mark("feed")
+        feed(self, messages)
+        mark("fed")
+
+    def timed_finish(self: Any, *args: Any) -> None:
+        mark("finish")
+        finish(self, *args)
+        mark("finished")
+
+    Connection.feed_messages = timed_feed  # type: ignore[method-assign]
+    _turn.PromptTurn._finish = timed_finish  # type: ignore[method-assign]
+    os.write, os.read = write, read  # type: ignore[assignment]
+    agent = await launch([sys.executable, str(HERE / "peers" / "ceiling_agent.py")])
+    out: dict[str, list[float]] = {name: [] for name in STRETCHES}
+    try:
+        session = await agent.new_session(os.getcwd())
+        for i in range(n + 50):  # the first 50 warm up
+            turn = session.prompt(BUSY_TURN)
+            await turn.__anext__()
+            marks.clear()
+            on = True
+            marks["start"] = clock()
+            await turn.cancel()
+            marks["returned"] = clock()
+            on = False
+            if (await turn).stop_reason != "cancelled":
+                raise SystemExit("a turn was not cancelled")
+            if i >= 50 and all(name in marks for name in STRETCHES):
+                for name in STRETCHES:
+                    out[name].append((marks[name] - marks["start"]) * 1e6)
+    finally:
+        os.write, os.read = real_write, real_read
+        await agent.shutdown()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("n", type=int, nargs="?", default=2000, help="cancels (default 2000)")
+    parser.add_argument("--src", type=Path, default=HERE.parent / "src", help="the acp_driver tree")
+    opts = parser.parse_args()
+    sys.path.insert(0, str(opts.src.resolve()))
+    out = asyncio.run(measure(opts.n))
+    medians = {name: statistics.median(values) for name, values in out.items()}
+    print(f"acp-driver host, ceiling agent: {len(out['returned'])} cancels ({opts.src})")
+    print("  µs after turn.cancel() was called (medians), in order:")
+    for name in sorted(STRETCHES, key=medians.__getitem__):
+        print(f"  {medians[name]:8.1f}  {LABELS[name]}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
