@@ -327,15 +327,38 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     later = [await send_prompt(probe, opts.quick_prompt) for _ in range(2)]
     pending = [h for h in held if (a := reply(probe, h.id)) is None or a.at > cancel_sent]
     await probe.wait_for(lambda: all(reply(probe, h.id) for h in pending) or None, opts.timeout)
-    end = await wait_idle(probe, sid, cancel_sent - IN_FLIGHT, opts.timeout)
+    if touched is None:
+        await wait_idle(probe, sid, cancel_sent, opts.timeout)
     await probe.wait_for(lambda: all(reply(probe, a.id) for a in later) or None, opts.timeout)
     last = reply(probe, later[-1].id)
     if last is not None and "result" in last.message:
         await wait_idle(probe, sid, last.at, opts.timeout)  # let the later prompts' work end
-    cancel_held = _cancel_held_verdict(probe, held, pending, cancel_sent)
-    later_verdict = _later_verdict(opts, probe, later, cancel_sent)
+    end = touched or _end_of_cancelled(probe, sid, cancel_sent, later)
+    if touched is not None:
+        why = f"the work had ended before the cancel ({describe_idle(touched)} after the withdrawal)"
+        cancel_held = CheckResult(CANCEL_HELD_RULE, MUST, SKIP, why)
+    else:
+        cancel_held = _cancel_held_verdict(probe, held, pending, cancel_sent)
+    later_verdict = _later_verdict(opts, probe, later, cancel_sent, end)
     held_verdict = _held_verdict(probe, held, later, not_held, ran_on, end, watched)
     return [held_verdict, withdraw, cancel_held, later_verdict]
+
+
+def _end_of_cancelled(probe: Probe, sid: str, cancel_sent: float, later: list[Prompt]) -> Seen | None:
+    """The idle that ended the cancelled work: the first after the cancel, if it came before any
+    prompt sent after the cancel was inserted (its answer or its user message)."""
+    idle = idle_after(probe, sid, cancel_sent)
+    if idle is None:
+        return None
+    answers = [
+        a.index for a in (reply(probe, x.id) for x in later) if a is not None and "result" in a.message
+    ]
+    ids = {message_id(a) for a in (reply(probe, x.id) for x in later)} - {None}
+    users = [
+        u.index for u in updates(probe, sid, cancel_sent, USER_MESSAGE) if u.update.get("messageId") in ids
+    ]
+    first_insertion = min([*answers, *users], default=None)
+    return idle if first_insertion is None or idle.index < first_insertion else None
 
 
 def _withdraw_verdict(
@@ -352,6 +375,9 @@ def _withdraw_verdict(
             f"{what}: the $/cancel_request was ignored, the prompt stayed held",
         )
     elapsed = answer.at - sent
+    if elapsed < 0:
+        what = f"answered {describe_reply(answer)} before the $/cancel_request: it was not held"
+        return CheckResult(WITHDRAW_HELD_RULE, MUST, FAIL, what)
     if "result" in answer.message:
         return CheckResult(
             WITHDRAW_HELD_RULE,
@@ -410,19 +436,29 @@ def _cancel_held_verdict(
 
 
 def _later_verdict(
-    opts: argparse.Namespace, probe: Probe, later: list[Prompt], cancel_sent: float
+    opts: argparse.Namespace, probe: Probe, later: list[Prompt], cancel_sent: float, end: Seen | None
 ) -> CheckResult:
-    wrong, right = [], []
+    wrong, right, waiting = [], [], []
     for n, prompt in enumerate(later, 1):
         answer = reply(probe, prompt.id)
         if answer is None:
-            wrong.append(f"prompt {n} sent after it was not answered within {opts.timeout:g} s")
-        elif message_id(answer) is not None:
+            waiting.append(f"prompt {n} sent after it was not answered within {opts.timeout:g} s")
+        elif "result" in answer.message:
             right.append(ms(answer.at - cancel_sent))
         else:
             wrong.append(f"prompt {n} sent after it was answered {describe_reply(answer)}")
     if wrong:
-        return CheckResult(LATER_PROMPT_RULE, MUST, FAIL, "; ".join(wrong))
+        return CheckResult(LATER_PROMPT_RULE, MUST, FAIL, "; ".join(wrong + waiting))
+    if waiting and end is None:
+        why = (
+            "; ".join(waiting) + ": the cancelled work never ended (no idle), so they stayed held; "
+            "no verdict (see the cancel rule)"
+        )
+        return CheckResult(LATER_PROMPT_RULE, MUST, SKIP, why)
+    if waiting:
+        return CheckResult(
+            LATER_PROMPT_RULE, MUST, FAIL, "; ".join(waiting) + ", though the cancelled work had ended"
+        )
     return CheckResult(
         LATER_PROMPT_RULE,
         MUST,
@@ -443,12 +479,13 @@ def _held_verdict(
     if not_held:
         return CheckResult(HELD_RULE, MUST, FAIL, "not held while the work ran: " + "; ".join(not_held))
     answers = [reply(probe, a.id) for a in later]
-    inserted = [a for a in answers if a is not None and message_id(a) is not None]
+    inserted = [a for a in answers if a is not None and "result" in a.message]
     problems = []
-    if end is not None:
-        early = [a for a in inserted if a.index < end.index]
-        if early:
-            problems.append(f"{len(early)} prompt(s) sent after the cancel inserted before the work's idle")
+    if end is None and inserted:
+        problems.append(
+            f"{len(inserted)} prompt(s) sent after the cancel inserted with no idle ending the cancelled work "
+            "before them"
+        )
     if len(inserted) == len(later) and inserted[0].index > inserted[1].index:
         problems.append("the two prompts sent after the cancel were inserted out of order (the second first)")
     users = {

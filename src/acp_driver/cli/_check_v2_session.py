@@ -187,7 +187,7 @@ def _permission_verdict(
             V2_PERMISSION_RULE,
             MUST,
             FAIL,
-            f"no idle within {opts.timeout:g} s after the audit answered the request",
+            f"no idle within {opts.timeout:g} s after session/cancel",
         )
     elapsed = idle.at - sent
     if withdrawal is not None:
