@@ -109,7 +109,15 @@ class Agent:
         if method == "initialize":
             if params.get("protocolVersion", 0) < 2:
                 error = {"code": -32022, "message": "Unsupported protocol version"}
-                send({"id": rid, "error": {**error, "data": {"requested": params.get("protocolVersion"), "supported": [2]}}})
+                send(
+                    {
+                        "id": rid,
+                        "error": {
+                            **error,
+                            "data": {"requested": params.get("protocolVersion"), "supported": [2]},
+                        },
+                    }
+                )
                 return
             result = {
                 "protocolVersion": 2,
@@ -151,7 +159,11 @@ class Agent:
     def run(self, session: Session, work: Work) -> None:
         sid = session.id
         mid = f"u{next(ids)}"
-        user = {"sessionUpdate": "user_message", "messageId": mid, "content": [{"type": "text", "text": work.text}]}
+        user = {
+            "sessionUpdate": "user_message",
+            "messageId": mid,
+            "content": [{"type": "text", "text": work.text}],
+        }
         session.history.append(user)
         if not self.opts.no_user_message:
             update(sid, user)
@@ -164,7 +176,7 @@ class Agent:
         if "permission" in work.text:
             stop = self.permission(session, work)
         elif work.text.startswith("/stream"):
-            _, count, delay = (work.text.split() + ["100", "50"])[:3]
+            _, count, delay = [*work.text.split(), "100", "50"][:3]
             stop = self.stream(sid, reply, work, int(count), int(delay) / 1000)
         else:
             self.chunk(sid, reply, work.text)
@@ -172,6 +184,9 @@ class Agent:
         if stop == "cancelled" and self.opts.cancel_later:
             time.sleep(0.2)
         session.history.append({"sessionUpdate": "agent_message", "messageId": reply, "content": []})
+        with self.guard:  # idle from here on (a resume snapshot says so)
+            if work in session.works:
+                session.works.remove(work)
         update(sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop})
         if self.opts.answer_at_end:
             send(answer)
@@ -193,7 +208,11 @@ class Agent:
         return "end_turn"
 
     def chunk(self, sid: str, reply: str, text: str) -> None:
-        body = {"sessionUpdate": "agent_message_chunk", "messageId": reply, "content": {"type": "text", "text": text}}
+        body = {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": reply,
+            "content": {"type": "text", "text": text},
+        }
         update(sid, body)
 
     def finish(self, session: Session, work: Work) -> None:
@@ -222,7 +241,12 @@ class Agent:
             {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
             {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
         ]
-        params = {"sessionId": sid, "title": "Write x.txt", "subject": {"type": "tool_call", "toolCall": call}, "options": options}
+        params = {
+            "sessionId": sid,
+            "title": "Write x.txt",
+            "subject": {"type": "tool_call", "toolCall": call},
+            "options": options,
+        }
         send({"id": pid, "method": "session/request_permission", "params": params})
         with self.answered:
             while pid not in self.answers and not work.cancelled.is_set():
@@ -234,12 +258,21 @@ class Agent:
             else:
                 send({"method": "$/cancel_request", "params": {"requestId": pid}})
                 if self.opts.permission_proceeds:
-                    update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
+                    update(
+                        sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}
+                    )
             return "cancelled"
         outcome = (self.answers[pid].get("result") or {}).get("outcome", {})
         update(sid, {"sessionUpdate": "state_update", "state": "running"})
         allowed = outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow"
-        update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed" if allowed else "failed"})
+        update(
+            sid,
+            {
+                "sessionUpdate": "tool_call_update",
+                "toolCallId": "t1",
+                "status": "completed" if allowed else "failed",
+            },
+        )
         return "end_turn"
 
     # ------------------------------------------------------------------ cancels
