@@ -12,6 +12,9 @@ Prompts: ``hello`` (or anything else): one chunk, ``end_turn``; ``/stream N MS``
 apart; a prompt with ``permission`` in it asks permission for a tool call.
 
     --answer-at-end          a prompt is answered {messageId} only after its work's idle
+    --answer-at-cancel       a prompt is answered {messageId} only when its work ends (before the
+                             idle)
+    --auth METHOD            advertise METHOD; session/new fails until auth/login(METHOD)
     --no-message-id          a prompt is answered {} (no messageId)
     --no-user-message        no user_message for an inserted prompt
     --no-running             no running state_update when the work starts
@@ -93,6 +96,7 @@ class Agent:
         self.guard = threading.Lock()
         self.answers: dict[Any, Any] = {}
         self.answered = threading.Condition()
+        self.authenticated = opts.auth is None
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -123,10 +127,20 @@ class Agent:
                 "protocolVersion": 2,
                 "info": {"name": "quirky-v2-agent", "version": "1"},
                 "capabilities": {"session": {}},
-                "authMethods": [],
+                "authMethods": [{"id": self.opts.auth, "name": "Test login"}] if self.opts.auth else [],
             }
             send({"id": rid, "result": result})
+        elif method == "auth/login":
+            self.authenticated = params.get("methodId") == self.opts.auth
+            send(
+                {"id": rid, "result": {}}
+                if self.authenticated
+                else {"id": rid, "error": {"code": -32602, "message": "unknown method"}}
+            )
         elif method == "session/new":
+            if not self.authenticated:
+                send({"id": rid, "error": {"code": -32000, "message": "Authentication required"}})
+                return
             sid = f"s{len(self.sessions) + 1}"
             self.sessions[sid] = Session(sid)
             send({"id": rid, "result": {"sessionId": sid}})
@@ -170,7 +184,7 @@ class Agent:
         if not self.opts.no_running:
             update(sid, {"sessionUpdate": "state_update", "state": "running"})
         answer = {"id": work.rid, "result": {} if self.opts.no_message_id else {"messageId": mid}}
-        if not self.opts.answer_at_end:
+        if not (self.opts.answer_at_end or self.opts.answer_at_cancel):
             send(answer)
         reply = f"a{next(ids)}"
         if "permission" in work.text:
@@ -184,6 +198,8 @@ class Agent:
         if stop == "cancelled" and self.opts.cancel_later:
             time.sleep(0.2)
         session.history.append({"sessionUpdate": "agent_message", "messageId": reply, "content": []})
+        if self.opts.answer_at_cancel:
+            send(answer)
         with self.guard:  # idle from here on (a resume snapshot says so)
             if work in session.works:
                 session.works.remove(work)
@@ -347,6 +363,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for flag in (
         "--answer-at-end",
+        "--answer-at-cancel",
         "--no-message-id",
         "--no-user-message",
         "--no-running",
@@ -370,6 +387,7 @@ def main() -> None:
     ):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--unknown-method-code", type=int, default=-32601)
+    parser.add_argument("--auth", default=None)
     opts = parser.parse_args()
     agent = Agent(opts)
     for line in sys.stdin:

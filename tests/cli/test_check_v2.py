@@ -153,9 +153,15 @@ def test_insisting_on_a_version_the_agent_does_not_speak_is_an_error(
     assert said in doc["error"]
 
 
-def test_v2_setup_uses_v2_methods(tmp_path: Path) -> None:
-    """``--mode`` in v2 is the ``mode`` config option (v2 has no session/set_mode); an agent
-    without that option fails the set-up, reported once."""
+def test_v2_setup_uses_v2_methods() -> None:
+    """``--auth`` in v2 is ``auth/login``; ``--mode`` is the ``mode`` config option (v2 has no
+    session/set_mode): an agent without that option fails the set-up, reported once."""
+    agent = [*QUIRKY_V2, "--auth", "login"]
+    code, doc = check("--protocol", "2", agent=agent)
+    assert code == 1
+    assert "session/new: Authentication required" in doc["error"]
+    code, doc = check("--protocol", "2", "--auth", "login", agent=agent)
+    assert code == 0, doc
     code, doc = check("--protocol", "2", "--mode", "plan", agent=REFERENCE)
     assert code == 1
     assert "session/set_config_option mode='plan'" in doc["error"]
@@ -166,6 +172,11 @@ MISBEHAVIOURS = [
         [*QUIRKY_V2, "--answer-at-end"],
         {INSERT_RULE: ("fail", "held until the work ended, not answered at insertion")},
         id="answer-at-end",
+    ),
+    pytest.param(
+        [*QUIRKY_V2, "--answer-at-cancel"],
+        {INSERT_RULE: ("fail", "after session/cancel, none in the")},
+        id="answer-at-cancel",
     ),
     pytest.param(
         [*QUIRKY_V2, "--no-message-id"],

@@ -92,9 +92,12 @@ HOLD_WATCH = 0.5
 """How long the audit watches prompts sent while work runs (unless the work shows activity first)."""
 
 
-def _lifecycle(probe: Probe, prompt: Prompt, idle: Seen | None) -> list[CheckResult]:
+def _lifecycle(
+    probe: Probe, prompt: Prompt, idle: Seen | None, cancelled: Busy | None = None
+) -> list[CheckResult]:
     """The insertion rules on one prompt's span as the wire shows it: the answer (at insertion,
-    with a messageId, before the work's idle), the user_message with that id, running."""
+    with a messageId, while the work runs: before its idle, and before the cancel when the audit
+    waited for it before cancelling), the user_message with that id, running."""
     answer = reply(probe, prompt.id)
     mid = message_id(answer)
     end = f"the work's idle ({ms(idle.at - prompt.sent)} after the prompt)" if idle is not None else None
@@ -117,6 +120,15 @@ def _lifecycle(probe: Probe, prompt: Prompt, idle: Seen | None) -> list[CheckRes
             MUST,
             FAIL,
             f"answered {excerpt(result, 120)}{v1} {ms(answer.at - prompt.sent)} after the prompt: no messageId",
+        )
+    elif cancelled is not None and answer.at > cancelled.sent:
+        waited = ms(cancelled.sent - (cancelled.first[0] if cancelled.first else cancelled.started))
+        insert = CheckResult(
+            INSERT_RULE,
+            MUST,
+            FAIL,
+            f"answered {{messageId}} only {ms(answer.at - cancelled.sent)} after session/cancel, none in the "
+            f"{waited} the work ran before it: held until the work ended, not answered at insertion",
         )
     elif idle is not None and answer.index > idle.index:
         insert = CheckResult(
@@ -227,7 +239,7 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     when = busy.describe()
     idle = await wait_idle(probe, sid, busy.sent, opts.timeout)
     await settle(probe, min(STRAGGLERS, opts.timeout))  # stragglers after the idle
-    lifecycle = _lifecycle(probe, prompt, idle)
+    lifecycle = _lifecycle(probe, prompt, idle, busy)
     refused = refusal(probe, busy.sent, p.SESSION_CANCEL)
     said = _refused_note(refused, p.SESSION_CANCEL)
     if idle is None:
