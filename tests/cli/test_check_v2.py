@@ -167,6 +167,19 @@ def test_v2_setup_uses_v2_methods() -> None:
     assert "session/set_config_option mode='plan'" in doc["error"]
 
 
+def test_an_answer_after_the_idle_of_work_too_quick_to_cancel_is_not_an_insertion() -> None:
+    """The insertion rules hold for work that ends by itself: an answer after its idle fails,
+    though the cancel rules are skipped (nothing to cancel)."""
+    code, doc = check("--protocol", "2", "--busy-prompt", "hello", agent=[*QUIRKY_V2, "--answer-at-end"])
+    found = by_rule(doc)
+    assert found[CANCEL_RULE]["result"] == "skip"
+    insert = found[INSERT_RULE]
+    assert insert["result"] == "fail", insert
+    assert "after the work's idle" in insert["evidence"]
+    assert "held until the work ended, not answered at insertion" in insert["evidence"]
+    assert code == 5
+
+
 MISBEHAVIOURS = [
     pytest.param(
         [*QUIRKY_V2, "--answer-at-end"],

@@ -46,6 +46,7 @@ def test_check_links_each_verdict_to_the_moments_that_prove_it(tmp_path: Path) -
     trace = read_trace(path)
     by_rule = {v.rule: v for v in trace.verdicts}
     cancel = by_rule["session/cancel answered stopReason cancelled"]
+    assert cancel.check == "check_cancel"  # the first probe negotiated the version, as its check's
     proof = [found[eid] for eid in cancel.refs]
     sent = [e for e in proof if e["kind"] == "wire" and e["dir"] == "out"]
     assert any(e["msg"].get("method") == "session/cancel" for e in sent)
