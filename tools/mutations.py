@@ -1379,6 +1379,14 @@ MUTATIONS = [
             "tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[proceeds-close-first-idle-snapshot]",
         ),
     ),
+    Mutation(
+        "check-v2-mode-value-type-id",
+        "check: --mode in v2 sends the config value as the schema types it (type id)",
+        "cli/_probe.py",
+        '"configId": "mode", "type": "id", "value": self.mode}',
+        '"configId": "mode", "value": self.mode}',
+        ("tests/cli/test_check_v2.py::test_v2_setup_uses_v2_methods",),
+    ),
 ]
 
 

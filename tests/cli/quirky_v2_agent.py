@@ -15,6 +15,8 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
     --answer-at-cancel       a prompt is answered {messageId} only when its work ends (before the
                              idle)
     --auth METHOD            advertise METHOD; session/new fails until auth/login(METHOD)
+    --ask-mode MODE          ask permission only in this mode: the "mode" config option, set with
+                             session/set_config_option (a value of type "id", as the schema says)
     --no-message-id          a prompt is answered {} (no messageId)
     --no-user-message        no user_message for an inserted prompt
     --no-running             no running state_update when the work starts
@@ -86,6 +88,7 @@ class Session:
         self.history: list[dict[str, Any]] = []
         self.cancelling = False
         self.closed = False
+        self.mode = "default"
         self.idle = threading.Condition(lock=threading.Lock())
 
 
@@ -144,6 +147,13 @@ class Agent:
             sid = f"s{len(self.sessions) + 1}"
             self.sessions[sid] = Session(sid)
             send({"id": rid, "result": {"sessionId": sid}})
+        elif method == "session/set_config_option":
+            session = self.sessions.get(params.get("sessionId", ""))
+            if session is None or params.get("configId") != "mode" or params.get("type") != "id":
+                send({"id": rid, "error": {"code": -32602, "message": "Invalid params"}})
+                return
+            session.mode = str(params.get("value"))
+            send({"id": rid, "result": {"configOptions": []}})
         elif method == "session/prompt":
             self.prompt(rid, params)
         elif method == "session/close":
@@ -187,7 +197,8 @@ class Agent:
         if not (self.opts.answer_at_end or self.opts.answer_at_cancel):
             send(answer)
         reply = f"a{next(ids)}"
-        if "permission" in work.text:
+        asks = self.opts.ask_mode is None or session.mode == self.opts.ask_mode
+        if "permission" in work.text and asks:
             stop = self.permission(session, work)
         elif work.text.startswith("/stream"):
             _, count, delay = [*work.text.split(), "100", "50"][:3]
@@ -388,6 +399,7 @@ def main() -> None:
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--unknown-method-code", type=int, default=-32601)
     parser.add_argument("--auth", default=None)
+    parser.add_argument("--ask-mode", default=None)
     opts = parser.parse_args()
     agent = Agent(opts)
     for line in sys.stdin:

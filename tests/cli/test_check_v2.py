@@ -165,6 +165,12 @@ def test_v2_setup_uses_v2_methods() -> None:
     code, doc = check("--protocol", "2", "--mode", "plan", agent=REFERENCE)
     assert code == 1
     assert "session/set_config_option mode='plan'" in doc["error"]
+    asking = [*QUIRKY_V2, "--ask-mode", "ask"]
+    code, doc = check("--protocol", "2", agent=asking)
+    assert by_rule(doc)[PERMISSION_RULE]["result"] == "skip"  # its default mode never asks
+    code, doc = check("--protocol", "2", "--mode", "ask", agent=asking)
+    assert by_rule(doc)[PERMISSION_RULE]["result"] == "pass", doc
+    assert code == 0
 
 
 def test_an_answer_after_the_idle_of_work_too_quick_to_cancel_is_not_an_insertion() -> None:

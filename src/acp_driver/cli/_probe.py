@@ -357,7 +357,7 @@ class Probe:
             await self._step(
                 f"session/set_config_option mode={self.mode!r}",
                 p.SESSION_SET_CONFIG_OPTION,
-                {"sessionId": sid, "configId": "mode", "value": self.mode},
+                {"sessionId": sid, "configId": "mode", "type": "id", "value": self.mode},
             )
         elif self.mode is not None:
             await self._step(
