@@ -1285,7 +1285,7 @@ MUTATIONS = [
         "check-v2-cancel-spares-later-prompts",
         "check v2: session/cancel never touches a prompt sent after it",
         "cli/_check_v2.py",
-        '            wrong.append(f"prompt {n} sent after it was answered {describe_reply(answer)}")\n',
+        '            wrong.append(\n                f"prompt {n}, sent {ms(prompt.sent - cancel_sent)} after it, was answered {describe_reply(answer)}"\n            )\n',
         '            right.append("")\n',
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[cancel-later]",),
     ),

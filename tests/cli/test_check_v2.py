@@ -245,7 +245,7 @@ MISBEHAVIOURS = [
     ),
     pytest.param(
         [*QUIRKY_V2, "--cancel-later"],
-        {LATER_PROMPT_RULE: ("fail", "prompt 1 sent after it was answered error -32800")},
+        {LATER_PROMPT_RULE: ("fail", "after it, was answered error -32800")},
         id="cancel-later",
     ),
     pytest.param(

@@ -458,7 +458,9 @@ def _later_verdict(
         elif "result" in answer.message:
             right.append(ms(answer.at - cancel_sent))
         else:
-            wrong.append(f"prompt {n} sent after it was answered {describe_reply(answer)}")
+            wrong.append(
+                f"prompt {n}, sent {ms(prompt.sent - cancel_sent)} after it, was answered {describe_reply(answer)}"
+            )
     if wrong:
         return CheckResult(LATER_PROMPT_RULE, MUST, FAIL, "; ".join(wrong + waiting))
     if waiting and end is None:
