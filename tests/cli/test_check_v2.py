@@ -186,6 +186,15 @@ def test_an_answer_after_the_idle_of_work_too_quick_to_cancel_is_not_an_insertio
     assert code == 5
 
 
+def test_work_too_quick_to_cancel_is_inconclusive_with_a_hint() -> None:
+    code, doc = check("--protocol", "2", "--busy-prompt", "hello", agent=REFERENCE)
+    assert code == 6, doc
+    assert doc["verdict"] == "inconclusive"
+    assert by_rule(doc)[CANCEL_RULE]["result"] == "skip"
+    assert by_rule(doc)[INSERT_RULE]["result"] == "pass"  # judged on the quick work all the same
+    assert "a --busy-prompt that keeps the agent busy longer" in doc["hint"]
+
+
 MISBEHAVIOURS = [
     pytest.param(
         [*QUIRKY_V2, "--answer-at-end"],

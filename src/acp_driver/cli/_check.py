@@ -49,7 +49,8 @@ from ._check_rules import (
     Check,
     CheckResult,
 )
-from ._check_v2 import CHECKS_V2
+from ._check_v2 import BUSY_RULES_V2, CHECKS_V2
+from ._check_v2_session import V2_PERMISSION_RULE
 from ._probe import SPAWNED, AgentGone, Probe, SetupError, absolute_paths
 from ._text import json_text, shown
 
@@ -262,11 +263,11 @@ def _hint(skipped: list[CheckResult]) -> str:
     if any(r.evidence.startswith(NOT_SET_UP) for r in skipped):
         wants.append("a longer --timeout (a fresh agent did not start or initialize in time)")
         skipped = [r for r in skipped if not r.evidence.startswith(NOT_SET_UP)]
-    if any(r.rule in (CANCEL_RULE, AFTER_RULE, CANCEL_REQUEST_RULE) for r in skipped):
+    if any(r.rule in (CANCEL_RULE, AFTER_RULE, CANCEL_REQUEST_RULE, *BUSY_RULES_V2) for r in skipped):
         wants.append(
             "a --busy-prompt that keeps the agent busy longer (or --busy-after SEC for a silent agent)"
         )
-    if any(r.rule == PERMISSION_RULE for r in skipped):
+    if any(r.rule in (PERMISSION_RULE, V2_PERMISSION_RULE) for r in skipped):
         wants.append(
             "a --permission-prompt that makes it ask permission (or a --mode that asks, or --terminal)"
         )

@@ -86,6 +86,19 @@ WITHDRAW_HELD_RULE = "$/cancel_request on a held prompt answered -32800, the run
 CANCEL_HELD_RULE = "session/cancel answers every held prompt -32800"
 LATER_PROMPT_RULE = "session/cancel never touches a prompt sent after it"
 
+BUSY_RULES_V2 = (
+    V2_CANCEL_RULE,
+    V2_AFTER_RULE,
+    HELD_RULE,
+    WITHDRAW_HELD_RULE,
+    CANCEL_HELD_RULE,
+    LATER_PROMPT_RULE,
+    CLOSE_RULE,
+    CLOSE_AFTER_RULE,
+    RESUME_RUNNING_RULE,
+)
+"""The v2 rules a --busy-prompt too short to cancel leaves untested."""
+
 INSERT_WAIT = 2.0
 """How long the audit waits for a busy prompt's answer while its work runs, before cancelling."""
 HOLD_WATCH = 0.5
@@ -510,7 +523,7 @@ def _held_verdict(
         problems.append("their user messages came out of order")
     if problems:
         return CheckResult(HELD_RULE, MUST, FAIL, "; ".join(problems))
-    how = f"the work ran on ({ran_on[1]})" if ran_on is not None else "the work ran on (no idle)"
+    how = f"the work ran on (its {ran_on[1]} updates)" if ran_on is not None else "the work ran on (no idle)"
     order = (
         "; the two sent after the cancel were inserted in the order sent, after the work's idle"
         if len(inserted) == len(later)

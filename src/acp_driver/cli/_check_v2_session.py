@@ -45,7 +45,7 @@ from ._check_spans import (
     wait_idle,
     wait_reply,
 )
-from ._check_turns import ms
+from ._check_turns import BUSY_HINT, ms
 from ._probe import Probe
 
 V2_PERMISSION_RULE = (
@@ -263,6 +263,14 @@ async def check_v2_close(opts: argparse.Namespace, probe: Probe) -> list[CheckRe
             unknown,
         ]
     await settle(probe, min(STRAGGLERS, opts.timeout))
+    before = idle_after(probe, sid, prompt.sent)
+    if before is not None and before.at <= sent:
+        why = f"the work ended ({describe_idle(before)}) before session/close could be sent; {BUSY_HINT}"
+        return [
+            CheckResult(CLOSE_RULE, MUST, SKIP, why),
+            CheckResult(CLOSE_AFTER_RULE, MUST, SKIP, why),
+            unknown,
+        ]
     elapsed = answer.at - sent
     idle = idle_after(probe, sid, sent)
     if "error" in answer.message:
@@ -381,6 +389,10 @@ async def check_v2_resume(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         what = "no answer" if answer is None else describe_reply(answer)
         why = f"resuming the session while its work ran was refused ({what}): no verdict"
         return [first, CheckResult(RESUME_RUNNING_RULE, MUST, SKIP, why)]
+    before = idle_after(probe, sid, busy_prompt.sent)
+    if before is not None and before.at <= sent:
+        why = f"the work ended ({describe_idle(before)}) before session/resume could be sent; {BUSY_HINT}"
+        return [first, CheckResult(RESUME_RUNNING_RULE, MUST, SKIP, why)]
     snapshot, _replay = _snapshot(probe, sent, answer)
     if snapshot is None:
         return [first, CheckResult(RESUME_RUNNING_RULE, MUST, FAIL, "no state snapshot before the answer")]
@@ -390,7 +402,17 @@ async def check_v2_resume(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         else ""
     )
     if state_of(snapshot) not in BUSY_STATES:
-        after = updates(probe, sid, snapshot.at, probe.activity_kinds)
+        # Was the work still running? Its updates after the snapshot, or an idle of its own after it.
+        after = [
+            u for u in updates(probe, sid, snapshot.at, probe.activity_kinds) if u.index > snapshot.index
+        ]
+        own_end = idle is not None and idle.index > snapshot.index and stop_of(idle) is not None
+        if not after and not own_end:
+            why = (
+                f"the snapshot said {state_of(snapshot)!r} and nothing of the work came after it: it may have "
+                "ended as session/resume went out; no verdict"
+            )
+            return [first, CheckResult(RESUME_RUNNING_RULE, MUST, SKIP, why)]
         went_on = (
             f" while the work went on ({len(after)} update(s) of it after)"
             if after
