@@ -4,6 +4,7 @@ real pipes: the CLI, the reference agent (``--behavior``) and ``quirky_v2_agent.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ..remote.serving import ServeProcess
 from .test_check import QUIRKY
 from .test_cli import AGENT, run
 
@@ -357,3 +359,37 @@ def test_each_v2_misbehaviour_is_caught_by_its_rule(
         assert doc["verdict"] == "failed"
     else:
         assert code in (0, 6)
+
+
+async def _check_async(*args: str) -> tuple[int, dict[str, Any]]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "check",
+        "--json",
+        "--timeout",
+        "1.5",
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(180):
+        out, err = await process.communicate()
+    assert out, err.decode()
+    assert process.returncode is not None
+    return process.returncode, json.loads(out)
+
+
+async def test_a_v2_agent_behind_serve_is_audited_over_websocket() -> None:
+    """``acp-driver serve`` relays v2: the audit negotiates 2 over the WebSocket and judges the
+    v2 rules, the process rule being n/a over a network."""
+    async with ServeProcess.start("-q", "--", *REFERENCE) as server:
+        ws = server.url.replace("http://", "ws://", 1)
+        code, doc = await _check_async("--protocol", "auto", "--", ws)
+    assert doc["protocolVersion"] == 2
+    found = by_rule(doc)
+    assert found[EOF_RULE]["result"] == "n/a"
+    assert {r["result"] for r in doc["results"] if r["rule"] != EOF_RULE} == {"pass"}, doc
+    assert code == 0

@@ -4,6 +4,7 @@ under ``strict``) once fixed -- then drop its mark."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ..remote.serving import ServeProcess
 from .test_cli import AGENT, run
 
 QUIRKY_V2 = [sys.executable, str(Path(__file__).with_name("quirky_v2_agent.py"))]
@@ -95,3 +97,25 @@ def _session_then_resume() -> list[dict[str, Any]]:
         proc.kill()
         proc.wait()
     return seen
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="net/_client_http.py: over Streamable HTTP, session/close of a session the server does not "
+    "know is refused with HTTP 404 and surfaces as -32603, not as -32002 (which v2 counts as a "
+    "successful close)",
+)
+async def test_closing_an_unknown_session_over_http_is_a_success() -> None:
+    async with ServeProcess.start("-q", "--", *AGENT.split()) as server:
+        process = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "acp_driver", "check", "--json", "--timeout", "1.5", "--protocol", "2"),
+            *("--", server.url),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        async with asyncio.timeout(180):
+            out, _err = await process.communicate()
+    found = {r["rule"]: r for r in json.loads(out)["results"]}
+    close = found["session/close of an unknown session succeeds ({} or -32002)"]
+    assert close["result"] == "pass", close
