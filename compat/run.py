@@ -674,7 +674,9 @@ def render_v2(
         "the agents that speak ACP v2, audited by the v2 rules (`check --protocol 2`; see "
         "[cli.md](cli.md#acp-v2)). claude-agent-acp runs as above (the stand-in model, a fresh `HOME`); "
         "the official SDKs have no v2 agent of their own, so their rows are the test suite's v2 peer "
-        "agents (`tests/interop/peers`), scripts that do the v2 lifecycle on each SDK.",
+        "agents (`tests/interop/peers`), scripts that do the v2 lifecycle on each SDK. Each verdict is one "
+        "run's: a rule that catches a race inside the agent (a prompt sent right after `session/cancel` "
+        "answered `-32800` as if it were held before it) may pass on another run.",
         "",
         "### Findings (v2)",
         "",
