@@ -1242,7 +1242,7 @@ MUTATIONS = [
     Mutation(
         "check-v2-held",
         "check v2: a prompt sent while work runs is held (not answered)",
-        "cli/_check_v2.py",
+        "cli/_check_v2_held.py",
         "    if not_held:\n",
         "    if False:\n",
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[no-hold]",),
@@ -1250,7 +1250,7 @@ MUTATIONS = [
     Mutation(
         "check-v2-held-in-order",
         "check v2: held prompts are inserted in the order sent",
-        "cli/_check_v2.py",
+        "cli/_check_v2_held.py",
         "    if len(inserted) == len(later) and inserted[0].index > inserted[1].index:\n",
         "    if False:\n",
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[lifo]",),
@@ -1258,7 +1258,7 @@ MUTATIONS = [
     Mutation(
         "check-v2-withdraw-held-answered",
         "check v2 (cancellation.mdx MUST): $/cancel_request on a held prompt is answered",
-        "cli/_check_v2.py",
+        "cli/_check_v2_held.py",
         '            MUST,\n            FAIL,\n            f"{what}: the $/cancel_request was ignored',
         '            MUST,\n            PASS,\n            f"{what}: the $/cancel_request was ignored',
         (
@@ -1268,7 +1268,7 @@ MUTATIONS = [
     Mutation(
         "check-v2-withdraw-held-untouched",
         "check v2: withdrawing a held prompt does not touch the running work",
-        "cli/_check_v2.py",
+        "cli/_check_v2_held.py",
         "    if touched is not None:\n        return CheckResult(\n            WITHDRAW_HELD_RULE,",
         "    if False:\n        return CheckResult(\n            WITHDRAW_HELD_RULE,",
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[withdraw-ends-work]",),
@@ -1276,7 +1276,7 @@ MUTATIONS = [
     Mutation(
         "check-v2-cancel-answers-held",
         "check v2: session/cancel answers every held prompt -32800",
-        "cli/_check_v2.py",
+        "cli/_check_v2_held.py",
         '    if wrong:\n        return CheckResult(CANCEL_HELD_RULE, MUST, FAIL, "; ".join(wrong))\n',
         "",
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[keep-held-on-cancel]",),
@@ -1284,7 +1284,7 @@ MUTATIONS = [
     Mutation(
         "check-v2-cancel-spares-later-prompts",
         "check v2: session/cancel never touches a prompt sent after it",
-        "cli/_check_v2.py",
+        "cli/_check_v2_held.py",
         '            wrong.append(\n                f"prompt {n}, sent {ms(prompt.sent - cancel_sent)} after it, was answered {describe_reply(answer)}"\n            )\n',
         '            right.append("")\n',
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[cancel-later]",),
