@@ -192,7 +192,7 @@ def after_the_end(probe: Probe, sid: str, since: float, idle: Seen) -> list[Seen
     work -= background_of(idle)
     return [
         seen
-        for seen in updates(probe, sid, idle.at - 1.0, probe.activity_kinds)
+        for seen in updates(probe, sid, kinds=probe.activity_kinds)
         if seen.index > idle.index and keys_of(seen) & work
     ]
 
