@@ -31,6 +31,8 @@ audit's verdict on it can be tested against a real process over real pipes.
     --ask-with-terminal PIDFILE  ask permission only when the client offers terminals, having
                             started one first: ``sh -c 'echo $$ > PIDFILE; exec sleep 600'``
     --name NAME             the agentInfo name it reports
+    --refuse-v2             an initialize asking another version than 1 is answered -32022
+                            naming 1 as the only version spoken (as the v2 schema says)
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
     --fail-after N          with --pidfile: exit at once (status 3) if N pids are in it already
@@ -97,6 +99,15 @@ class Agent:
             return
         rid = msg["id"]
         if method == "initialize":
+            if self.opts.refuse_v2 and params.get("protocolVersion") != 1:
+                data = {"requested": params.get("protocolVersion"), "supported": [1]}
+                send(
+                    {
+                        "id": rid,
+                        "error": {"code": -32022, "message": "Unsupported protocol version", "data": data},
+                    }
+                )
+                return
             caps = params.get("clientCapabilities") or {}
             self.terminal = caps.get("terminal") is True
             methods = [{"id": self.opts.auth, "name": "Test login"}] if self.opts.auth else []
@@ -267,6 +278,7 @@ def main() -> None:
     parser.add_argument("--ask-mode", default=None)
     parser.add_argument("--auth", default=None)
     parser.add_argument("--name", default="quirky-agent")
+    parser.add_argument("--refuse-v2", action="store_true")
     parser.add_argument("--in-flight", action="store_true")
     parser.add_argument("--refuse-cancel", type=int, default=None)
     parser.add_argument("--stall", action="store_true")

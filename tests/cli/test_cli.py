@@ -299,7 +299,7 @@ def test_check_passes_the_polite_reference_agent() -> None:
     assert code == 0
     rules = results_by_rule(doc)
     assert set(rules.values()) == {"pass"}, doc
-    assert len(rules) == 9
+    assert len(rules) == 10
     assert doc["agentInfo"]["name"] == "acp-driver-reference-agent"
 
 

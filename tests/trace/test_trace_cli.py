@@ -34,7 +34,8 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 def test_check_links_each_verdict_to_the_moments_that_prove_it(tmp_path: Path) -> None:
     path = tmp_path / "audit.ndjson"
-    done = cli("check", "--json", "--trace", str(path), "--timeout", "5", timeout=300)
+    # v1's rules (a prompt answered with its stop reason); test_check_v2.py has v2's.
+    done = cli("check", "--json", "--protocol", "1", "--trace", str(path), "--timeout", "5", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     report = orjson.loads(done.stdout)
     found = {e["id"]: e for e in events(path)}
@@ -45,6 +46,7 @@ def test_check_links_each_verdict_to_the_moments_that_prove_it(tmp_path: Path) -
     trace = read_trace(path)
     by_rule = {v.rule: v for v in trace.verdicts}
     cancel = by_rule["session/cancel answered stopReason cancelled"]
+    assert cancel.check == "check_cancel"  # the first probe negotiated the version, as its check's
     proof = [found[eid] for eid in cancel.refs]
     sent = [e for e in proof if e["kind"] == "wire" and e["dir"] == "out"]
     assert any(e["msg"].get("method") == "session/cancel" for e in sent)
@@ -70,7 +72,7 @@ def test_check_links_each_verdict_to_the_moments_that_prove_it(tmp_path: Path) -
     assert "verdicts" in drawn.stdout
     # the text output names each verdict's event
     again = tmp_path / "again.ndjson"
-    text = cli("check", "--trace", str(again), "--timeout", "5", timeout=300)
+    text = cli("check", "--protocol", "1", "--trace", str(again), "--timeout", "5", timeout=300)
     named = [int(n) for n in re.findall(r"\[trace #(\d+)\]", text.stdout)]
     assert len(named) == len(report["results"]), text.stdout
     assert {found_again["kind"] for found_again in events(again) if found_again["id"] in named} == {"verdict"}

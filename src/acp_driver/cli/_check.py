@@ -30,7 +30,7 @@ from typing import Any
 
 from ..aio import exit_description
 from ..core import RpcError
-from ..trace import bind
+from ..trace import Bound, bind
 from . import _codes as codes
 from ._check_rules import (
     AFTER_RULE,
@@ -46,8 +46,11 @@ from ._check_rules import (
     PERMISSION_RULE,
     SHOULD,
     SKIP,
+    Check,
     CheckResult,
 )
+from ._check_v2 import BUSY_RULES_V2, CHECKS_V2
+from ._check_v2_session import V2_PERMISSION_RULE
 from ._probe import SPAWNED, AgentGone, Probe, SetupError, absolute_paths
 from ._text import json_text, shown
 
@@ -59,12 +62,25 @@ class AuditAborted(Exception):
     """The agent could not be brought to a session at all: nothing was audited."""
 
 
+def _asked(opts: argparse.Namespace) -> str | int:
+    """``--protocol``: ``"auto"``, 1 or 2 (absent: 1, as before versions were negotiated)."""
+    wanted = str(getattr(opts, "protocol", "1"))
+    return wanted if wanted == "auto" else int(wanted)
+
+
 async def _audit(
     opts: argparse.Namespace, argv: list[str], cwd: str, session_cwd: str, trace: Any = None
-) -> tuple[list[CheckResult], dict[str, Any]]:
+) -> tuple[list[CheckResult], dict[str, Any], int]:
+    """Every check of the version the agent speaks, each on a fresh probe. The first probe
+    negotiates (``--protocol``); the later ones insist on the version it got, so that one audit
+    judges one version. Returns the results, the agent's info and that version."""
     results: list[CheckResult] = []
     info: dict[str, Any] = {}
-    for index, check in enumerate(CHECKS):
+    protocol: str | int = _asked(opts)
+    checks: list[Check] | None = None
+    index = 0
+    while checks is None or index < len(checks):
+        name = checks[index].run.__name__ if checks is not None else "negotiate"
         probe = Probe(
             argv,
             cwd,
@@ -76,8 +92,22 @@ async def _audit(
             url=getattr(opts, "agent_url", None),
             headers=getattr(opts, "headers", None) or {},
             ssl_context=getattr(opts, "ssl_context", None),
-            trace=bind(trace, check=check.run.__name__) if trace is not None else None,
+            trace=bind(trace, check=name) if trace is not None else None,
+            protocol=protocol,
         )
+        if checks is None:
+            # The first probe: the version the agent answers decides which rules are audited.
+            try:
+                async with asyncio.timeout(opts.timeout * 2 + 5):
+                    await probe.connect()
+            except (SetupError, TimeoutError) as exc:
+                await probe.close()
+                raise AuditAborted(str(exc) or "initialize: no answer") from exc
+            protocol = probe.version
+            checks = CHECKS_V2 if probe.version == 2 else CHECKS
+            if isinstance(probe.trace, Bound):  # its wire so far belongs to its check
+                probe.trace.fields["check"] = checks[0].run.__name__
+        check = checks[index]
         if probe.trace is not None:
             probe.trace.event("check_start")
         started = time.monotonic()
@@ -109,17 +139,19 @@ async def _audit(
                     "verdict", **{k: getattr(result, k) for k in ("rule", "level", "result", "evidence")}
                 )
         results.extend(found)
-    return results, info
+        index += 1
+    assert isinstance(protocol, int)
+    return results, info, protocol
 
 
-def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any]) -> None:
+def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any], version: int) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     console = Console(highlight=False)
     name = shown(info.get("title") or info.get("name") or argv[0])
-    table = Table(title=Text(f"cancellation audit of {name}"), show_lines=False)
+    table = Table(title=Text(f"cancellation audit of {name} (ACP v{version} rules)"), show_lines=False)
     for column in ("rule", "level", "result", "evidence"):
         table.add_column(column, overflow="fold")
     colours = {PASS: "green", FAIL: "red", SKIP: "yellow", NA: "dim"}
@@ -155,7 +187,7 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
             # their own working directory, whatever the session's cwd says.
             workdir = cwd or scratch
             with _recorder(opts, argv) as trace:
-                results, info = asyncio.run(_audit(opts, argv, workdir, workdir, trace))
+                results, info, version = asyncio.run(_audit(opts, argv, workdir, workdir, trace))
     except KeyboardInterrupt:
         _kill_spawned()
         sys.stderr.write("acp-driver check: interrupted; every agent process it started was stopped\n")
@@ -178,6 +210,7 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
         document = {
             "agent": argv,
             "agentInfo": info,
+            "protocolVersion": version,
             "results": [
                 {
                     "rule": r.rule,
@@ -198,7 +231,7 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
             document["hint"] = hint
         sys.stdout.write(json_text(document, indent=True) + "\n")
     else:
-        _render(results, argv, info)
+        _render(results, argv, info, version)
         levels = "MUST, SHOULD and MAY" if opts.strict else "MUST"
         if verdict == "failed":
             line = "a MUST, SHOULD or MAY rule failed" if opts.strict else "a MUST rule failed"
@@ -230,11 +263,11 @@ def _hint(skipped: list[CheckResult]) -> str:
     if any(r.evidence.startswith(NOT_SET_UP) for r in skipped):
         wants.append("a longer --timeout (a fresh agent did not start or initialize in time)")
         skipped = [r for r in skipped if not r.evidence.startswith(NOT_SET_UP)]
-    if any(r.rule in (CANCEL_RULE, AFTER_RULE, CANCEL_REQUEST_RULE) for r in skipped):
+    if any(r.rule in (CANCEL_RULE, AFTER_RULE, CANCEL_REQUEST_RULE, *BUSY_RULES_V2) for r in skipped):
         wants.append(
             "a --busy-prompt that keeps the agent busy longer (or --busy-after SEC for a silent agent)"
         )
-    if any(r.rule == PERMISSION_RULE for r in skipped):
+    if any(r.rule in (PERMISSION_RULE, V2_PERMISSION_RULE) for r in skipped):
         wants.append(
             "a --permission-prompt that makes it ask permission (or a --mode that asks, or --terminal)"
         )

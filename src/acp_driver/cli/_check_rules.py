@@ -44,11 +44,15 @@ CANCEL_RULE = "session/cancel answered stopReason cancelled"
 AFTER_RULE = "no turn update after the prompt response"
 CANCEL_REQUEST_RULE = "$/cancel_request ends the in-flight prompt promptly"
 NOTIFICATION_RULE = "no reply to any notification"
+UNKNOWN_METHOD_RULE = "an unknown method is answered -32601"
 IDLE_RULE = "cancel on an idle session does not poison the next turn"
 PERMISSION_RULE = "cancel while a permission request is pending ends the prompt cancelled"
 WITHDRAW_RULE = "agent withdraws its pending permission request on cancel ($/cancel_request)"
 MALFORMED_RULE = "a malformed line does not kill the agent"
 EOF_RULE = "exits after stdin EOF"
+
+BARRIER = "_acp_driver/audit_barrier"
+"""The audit's request of a method nobody has (its answer: everything sent before it was read)."""
 
 PERMISSION_HOLD = 3.0
 """How long the audit holds a permission request after the cancel, to see whether the agent
@@ -190,7 +194,9 @@ async def check_cancel_request(opts: argparse.Namespace, probe: Probe) -> list[C
 
 
 async def check_notifications(opts: argparse.Namespace, probe: Probe) -> list[CheckResult]:
-    """No message in reaction to a notification: with an id, with id null, or with no id at all."""
+    """No message in reaction to a notification: with an id, with id null, or with no id at all.
+    The barrier after them is a request of a method nobody has: answered ``-32601`` (ACP,
+    extensibility: "respond with the standard Method not found error")."""
     await probe.ready()
     assert probe.conn is not None
     sent = [
@@ -204,10 +210,21 @@ async def check_notifications(opts: argparse.Namespace, probe: Probe) -> list[Ch
     for method, params in sent:
         probe.notify(method, params)
     barrier: list[Any] = []
-    with contextlib.suppress(RpcError, TimeoutError):
+    unknown: CheckResult
+    try:
         # Everything before the barrier was read once it is answered (even with an error).
-        await probe.until_gone(
-            probe.conn.request("_acp_driver/audit_barrier", {}, timeout=opts.timeout, on_sent=barrier.append)
+        result = await probe.until_gone(
+            probe.conn.request(BARRIER, {}, timeout=opts.timeout, on_sent=barrier.append)
+        )
+        unknown = CheckResult(UNKNOWN_METHOD_RULE, SHOULD, FAIL, f"{BARRIER} answered {excerpt(result, 120)}")
+    except RpcError as exc:
+        verdict = PASS if exc.code == ErrorCode.METHOD_NOT_FOUND else FAIL
+        unknown = CheckResult(
+            UNKNOWN_METHOD_RULE, SHOULD, verdict, f"{BARRIER} answered {exc.code} {exc.message!r}"
+        )
+    except TimeoutError:
+        unknown = CheckResult(
+            UNKNOWN_METHOD_RULE, SHOULD, FAIL, f"{BARRIER} got no answer within {opts.timeout:g} s"
         )
     await asyncio.sleep(0.3)  # replies handled out of order still arrive
     replies = probe.replies_since(since, set(barrier))
@@ -217,9 +234,9 @@ async def check_notifications(opts: argparse.Namespace, probe: Probe) -> list[Ch
         evidence = (
             f"{len(replies)} reply(ies) to {len(sent)} notifications{how}, e.g. {excerpt(replies[0], 120)}"
         )
-        return [CheckResult(NOTIFICATION_RULE, MUST, FAIL, evidence)]
+        return [CheckResult(NOTIFICATION_RULE, MUST, FAIL, evidence), unknown]
     evidence = f"{len(sent)} notifications (known, unknown, $/...) drew no reply"
-    return [CheckResult(NOTIFICATION_RULE, MUST, PASS, evidence)]
+    return [CheckResult(NOTIFICATION_RULE, MUST, PASS, evidence), unknown]
 
 
 async def check_idle_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckResult]:
@@ -422,7 +439,7 @@ class Check:
 CHECKS: list[Check] = [
     Check(check_cancel, ((CANCEL_RULE, MUST), (AFTER_RULE, MUST))),
     Check(check_cancel_request, ((CANCEL_REQUEST_RULE, MAY),)),
-    Check(check_notifications, ((NOTIFICATION_RULE, MUST),)),
+    Check(check_notifications, ((NOTIFICATION_RULE, MUST), (UNKNOWN_METHOD_RULE, SHOULD))),
     Check(check_idle_cancel, ((IDLE_RULE, MUST),)),
     Check(check_permission, ((PERMISSION_RULE, MUST), (WITHDRAW_RULE, INFO))),
     Check(check_malformed, ((MALFORMED_RULE, SHOULD),)),

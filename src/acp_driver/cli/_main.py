@@ -278,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run here, in the sessions' directory, and are killed with their probe; some agents only "
         "ask permission when a terminal is offered (default: no terminal)",
     )
+    _add_protocol(check)
     _add_trace(check)
     check.add_argument(
         "agent_command",

@@ -1,6 +1,10 @@
 """One agent under audit (``acp-driver check``): a process (or a connection) driven at the wire
 level, with every message it sends recorded with the time it arrived.
 
+Each probe negotiates its ACP version at ``initialize`` as the driver does: ``auto`` asks for 2
+with v1's field names too (a v1 agent answers 1), ``1``/``2`` insist. The audit then judges the
+agent by the rules of the version it answered (``version``).
+
 The audit does not use the polite driver: it must be able to hold a permission request open,
 send a malformed line, or see replies to notifications. What the agent sent is the evidence:
 ``incoming`` keeps every message with its arrival time (read off the wire by the connection's
@@ -17,7 +21,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import __version__
 from .. import protocol as p
@@ -31,6 +35,13 @@ TURN_ACTIVITY = frozenset(
 )
 """``session/update`` kinds that show a turn at work. Session-level updates (available
 commands, mode, config options, session info) do not: agents send them before any model call."""
+
+TURN_ACTIVITY_V2 = p.TURN_UPDATES_V2 - {"user_message", "user_message_chunk"}
+"""v2: the updates that show foreground work at it (messages, thoughts, tool calls, plans,
+terminals). Neither ``state_update`` (``running`` may come before any model call) nor the
+session-wide ``usage_update`` (claude-agent-acp sends it before the model answers) counts."""
+
+T = TypeVar("T")
 
 SPAWNED: list[ProcessGroup] = []
 """Every agent process the audit started, so that an interrupted audit can still kill them all."""
@@ -85,6 +96,13 @@ class Probe:
     """``--cacert``: trust for a ``wss://``/``https://`` agent."""
     terminal: bool = False
     """``--terminal``: offer real terminals (``terminal/*`` run here, killed with the probe)."""
+    protocol: str | int = 1
+    """What to ask at ``initialize``: ``"auto"`` (2, with v1's field names too), ``1`` or ``2``."""
+    version: int = 1
+    """The version the agent answered (the rules it is audited by)."""
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    """The agent's capabilities (v1 ``agentCapabilities``, v2 ``capabilities``)."""
+    initialized: bool = False
     transport: Any = None
     process: ProcessGroup | None = None
     child: AgentProcess | None = None
@@ -92,6 +110,8 @@ class Probe:
     stderr: StderrTail = field(default_factory=lambda: StderrTail("audit"))
     incoming: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     activity: asyncio.Event = field(default_factory=asyncio.Event)
+    arrival: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set whenever a message arrives (``wait_for`` re-reads the record then)."""
     peer_gone: asyncio.Event = field(default_factory=asyncio.Event)
     permission_handler: Callable[[Any], Awaitable[Any]] | None = None
     session_id: str | None = None
@@ -134,8 +154,41 @@ class Probe:
             return
         if isinstance(message, dict):
             self.incoming.append((time.monotonic(), message))
-            if update_kind(message) in TURN_ACTIVITY:
+            self.arrival.set()
+            if update_kind(message) in self.activity_kinds:
                 self.activity.set()
+
+    @property
+    def session_updates(self) -> frozenset[str]:
+        """The update kinds about the session (valid at any time), in the version spoken."""
+        return p.SESSION_WIDE_UPDATES_V2 if self.version == 2 else p.SESSION_WIDE_UPDATES
+
+    @property
+    def activity_kinds(self) -> frozenset[str]:
+        """The update kinds that show a turn at work, in the version spoken."""
+        return TURN_ACTIVITY_V2 if self.version == 2 else TURN_ACTIVITY
+
+    async def wait_for(self, found: Callable[[], T | None], timeout: float) -> T | None:
+        """Re-read the record at every arrival until ``found()`` gives something (returned), or
+        ``timeout`` passed (None). ``AgentGone`` if the agent goes away first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.arrival.clear()
+            value = found()
+            if value is not None:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if self.peer_gone.is_set():
+                raise AgentGone(await self.gone_reason_after_exit())
+            arrived = asyncio.ensure_future(self.arrival.wait())
+            gone = asyncio.ensure_future(self.peer_gone.wait())
+            try:
+                await asyncio.wait({arrived, gone}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                arrived.cancel()
+                gone.cancel()
 
     async def _permission(self, params: Any) -> Any:
         if self.permission_handler is not None:
@@ -224,6 +277,14 @@ class Probe:
 
     async def ready(self) -> str:
         """Start the agent, initialize, authenticate (``--auth``), open a session, set its mode."""
+        await self.connect()
+        return await self.new_session()
+
+    async def connect(self) -> None:
+        """Start the agent (or connect), negotiate the version at ``initialize``, authenticate
+        (``--auth``; v2 ``auth/login``). Done once per probe."""
+        if self.initialized:
+            return
         try:
             await self.start()
         except (OSError, TimeoutError, ValueError) as exc:
@@ -231,23 +292,59 @@ class Probe:
                 raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
             what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
-        result = await self._step(
-            "initialize",
-            p.INITIALIZE,
-            {
-                "protocolVersion": p.PROTOCOL_VERSION,
-                "clientCapabilities": {
-                    "fs": {"readTextFile": False, "writeTextFile": False},
-                    "terminal": self.terminal,
-                },
-                "clientInfo": {"name": "acp-driver-check", "version": __version__},
-            },
-        )
-        if isinstance(result, dict) and isinstance(result.get("agentInfo"), dict):
-            self.agent_info = result["agentInfo"]
+        await self._initialize()
+        self.initialized = True
         if self.auth is not None:
-            await self._step(f"authenticate {self.auth!r}", p.AUTHENTICATE, {"methodId": self.auth})
-        return await self.new_session()
+            method = p.AUTH_LOGIN if self.version == 2 else p.AUTHENTICATE
+            await self._step(f"{method} {self.auth!r}", method, {"methodId": self.auth})
+
+    async def _initialize(self) -> None:
+        """``initialize``: ``auto`` asks for 2 with both versions' field names and speaks what the
+        agent answers (after a ``-32022`` naming the versions it speaks, asks again for the newest
+        of them we speak); ``1``/``2`` insist on that version."""
+        wanted = self.protocol
+        try:
+            result = await self.request(p.INITIALIZE, self._initialize_params(1 if wanted == 1 else 2))
+        except RpcError as exc:
+            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
+            spoken = sorted(v for v in supported if v in (1, 2)) if isinstance(supported, list) else []
+            if not (wanted == "auto" and exc.code == p.UNSUPPORTED_PROTOCOL_VERSION and spoken):
+                raise SetupError(f"initialize: {exc}") from exc
+            result = await self._step(
+                "initialize", p.INITIALIZE, self._initialize_params(spoken[-1], only=True)
+            )
+        except (TimeoutError, AgentGone) as exc:
+            raise SetupError(f"initialize: {exc or type(exc).__name__}") from exc
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if type(version) is not int or version not in (1, 2) or wanted not in ("auto", version):
+            asked = "1 or 2" if wanted == "auto" else str(wanted)
+            raise SetupError(
+                f"initialize: the agent answered protocolVersion {version!r}; the audit asked for {asked} "
+                "(--protocol)"
+            )
+        assert isinstance(result, dict)
+        self.version = version
+        info, caps = ("info", "capabilities") if version == 2 else ("agentInfo", "agentCapabilities")
+        if isinstance(result.get(info), dict):
+            self.agent_info = result[info]
+        if isinstance(result.get(caps), dict):
+            self.capabilities = result[caps]
+
+    def _initialize_params(self, version: int, only: bool = False) -> dict[str, Any]:
+        """v1's fields, v2's, or (``auto`` asking 2) both sets: each version's parser ignores the
+        other's names."""
+        info = {"name": "acp-driver-check", "version": __version__}
+        params: dict[str, Any] = {"protocolVersion": version}
+        if version == 2:
+            params["info"] = info
+            params["capabilities"] = {}
+        if version == 1 or (self.protocol == "auto" and not only):
+            params["clientCapabilities"] = {
+                "fs": {"readTextFile": False, "writeTextFile": False},
+                "terminal": self.terminal,
+            }
+            params["clientInfo"] = info
+        return params
 
     async def new_session(self) -> str:
         """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id."""
@@ -256,7 +353,13 @@ class Probe:
         if not isinstance(sid, str):
             raise SetupError(f"session/new: invalid response {excerpt(result)}")
         self.session_id = sid
-        if self.mode is not None:
+        if self.mode is not None and self.version == 2:  # v2 has no modes: the "mode" option
+            await self._step(
+                f"session/set_config_option mode={self.mode!r}",
+                p.SESSION_SET_CONFIG_OPTION,
+                {"sessionId": sid, "configId": "mode", "type": "id", "value": self.mode},
+            )
+        elif self.mode is not None:
             await self._step(
                 f"session/set_mode {self.mode!r}", p.SESSION_SET_MODE, {"sessionId": sid, "modeId": self.mode}
             )
@@ -278,7 +381,7 @@ class Probe:
             params = message.get("params")
             if not isinstance(params, dict) or params.get("sessionId") != session_id:
                 continue
-            if update_kind(message) not in p.SESSION_WIDE_UPDATES:
+            if update_kind(message) not in self.session_updates:
                 late.append(message)
         return late
 
@@ -301,14 +404,14 @@ class Probe:
             if message.get("method") == p.SESSION_UPDATE
             and isinstance(message.get("params"), dict)
             and message["params"].get("sessionId") == session_id
-            and update_kind(message) not in p.SESSION_WIDE_UPDATES
+            and update_kind(message) not in self.session_updates
         ]
 
     def first_activity(self, after: float) -> tuple[float, str] | None:
         """When the first turn activity after ``after`` arrived, and its kind."""
         for at, message in self.incoming:
             kind = update_kind(message)
-            if at > after and kind in TURN_ACTIVITY:
+            if at > after and kind in self.activity_kinds:
                 return at, str(kind)
         return None
 
