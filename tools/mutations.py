@@ -1606,6 +1606,47 @@ MUTATIONS = [
         '"configId": "mode", "value": self.mode}',
         ("tests/cli/test_check_v2.py::test_v2_setup_uses_v2_methods",),
     ),
+    Mutation(
+        "host-v2-config-value-type",
+        "v2 host: session/set_config_option carries the value's type (the schema requires it)",
+        "driver/_session.py",
+        '            params["type"] = "boolean" if isinstance(value, bool) else "id"\n',
+        "",
+        (
+            "tests/cli/test_run_reports.py::test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it",
+        ),
+    ),
+    Mutation(
+        "cli-v2-mode-error-says-what-was-sent",
+        "run --mode in v2: a refusal names session/set_config_option (what was sent), not set_mode",
+        "cli/_start.py",
+        "    if session.spans is not None:\n        return f'session/set_config_option",
+        "    if False:\n        return f'session/set_config_option",
+        (
+            "tests/cli/test_run_reports.py::test_a_mode_a_v2_agent_refuses_says_what_was_sent_and_what_it_offers",
+        ),
+    ),
+    Mutation(
+        "cli-v2-mode-offer-is-the-config-option",
+        "run --mode in v2: a refusal lists the values of the agent's mode config option",
+        "cli/_start.py",
+        '        values = _config_values(session.config_options, "mode")\n',
+        "        values = []\n",
+        (
+            "tests/cli/test_run_reports.py::test_a_mode_a_v2_agent_refuses_says_what_was_sent_and_what_it_offers",
+        ),
+    ),
+    Mutation(
+        "http-unknown-session-not-found",
+        "Streamable HTTP client: a 404 for an Acp-Session-Id is -32002 (v2: closing an unknown session succeeds)",
+        "net/_client_http.py",
+        "            if status == 404 and session is not None:\n",
+        "            if False:\n",
+        (
+            "tests/remote/test_serve_v2.py::test_a_session_the_server_does_not_know_is_not_found_on_both_profiles",
+            "tests/cli/test_check_v2.py::test_a_v2_agent_behind_serve_is_audited_over_both_profiles[http]",
+        ),
+    ),
 ]
 
 

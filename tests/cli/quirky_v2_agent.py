@@ -15,8 +15,10 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
     --answer-at-cancel       a prompt is answered {messageId} only when its work ends (before the
                              idle)
     --auth METHOD            advertise METHOD; session/new fails until auth/login(METHOD)
-    --ask-mode MODE          ask permission only in this mode: the "mode" config option, set with
-                             session/set_config_option (a value of type "id", as the schema says)
+    --ask-mode MODE          ask permission only in this mode: the "mode" config option (offered
+                             by session/new: values "default" and MODE), set with
+                             session/set_config_option (a value of type "id", as the schema says;
+                             another value is refused -32602)
     --no-message-id          a prompt is answered {} (no messageId)
     --no-user-message        no user_message for an inserted prompt
     --no-running             no running state_update when the work starts
@@ -146,10 +148,23 @@ class Agent:
                 return
             sid = f"s{len(self.sessions) + 1}"
             self.sessions[sid] = Session(sid)
-            send({"id": rid, "result": {"sessionId": sid}})
+            result: dict[str, Any] = {"sessionId": sid}
+            if self.opts.ask_mode is not None:
+                values = ["default", self.opts.ask_mode]
+                result["configOptions"] = [
+                    {
+                        "configId": "mode",
+                        "name": "Mode",
+                        "type": "select",
+                        "currentValue": "default",
+                        "options": [{"value": v, "name": v} for v in values],
+                    }
+                ]
+            send({"id": rid, "result": result})
         elif method == "session/set_config_option":
             session = self.sessions.get(params.get("sessionId", ""))
-            if session is None or params.get("configId") != "mode" or params.get("type") != "id":
+            typed = params.get("configId") == "mode" and params.get("type") == "id"
+            if session is None or not typed or params.get("value") not in ("default", self.opts.ask_mode):
                 send({"id": rid, "error": {"code": -32602, "message": "Invalid params"}})
                 return
             session.mode = str(params.get("value"))

@@ -382,14 +382,17 @@ async def _check_async(*args: str) -> tuple[int, dict[str, Any]]:
     return process.returncode, json.loads(out)
 
 
-async def test_a_v2_agent_behind_serve_is_audited_over_websocket() -> None:
-    """``acp-driver serve`` relays v2: the audit negotiates 2 over the WebSocket and judges the
-    v2 rules, the process rule being n/a over a network."""
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_a_v2_agent_behind_serve_is_audited_over_both_profiles(scheme: str) -> None:
+    """``acp-driver serve`` relays v2: the audit negotiates 2 over WebSocket or Streamable HTTP and
+    judges the v2 rules, the process rule being n/a over a network. Over HTTP, ``serve`` answers
+    the unknown session of the ``session/close`` rule with the RFD's 404: our client reads it as
+    ``-32002`` (a successful close in v2), not as an internal error."""
     async with ServeProcess.start("-q", "--", *REFERENCE) as server:
-        ws = server.url.replace("http://", "ws://", 1)
-        code, doc = await _check_async("--protocol", "auto", "--", ws)
+        url = server.url.replace("http://", f"{scheme}://", 1)
+        code, doc = await _check_async("--protocol", "auto", "--", url)
     assert doc["protocolVersion"] == 2
     found = by_rule(doc)
     assert found[EOF_RULE]["result"] == "n/a"
-    assert {r["result"] for r in doc["results"] if r["rule"] != EOF_RULE} == {"pass"}, doc
+    assert [r for r in doc["results"] if r["rule"] != EOF_RULE and r["result"] != "pass"] == [], doc
     assert code == 0

@@ -16,6 +16,7 @@ import pytest
 
 from .clean import assert_clean, one_error_line
 from .test_check import QUIRKY
+from .test_check_v2 import QUIRKY_V2
 from .test_cli import AGENT, CLI, group_gone, json_lines, run
 from .test_tty import base_env
 
@@ -149,6 +150,30 @@ def test_a_mode_the_agent_refuses_is_one_line_exit_1() -> None:
     line = one_error_line(result.stderr.split("\n", 1)[1])  # after the "agent: ..." line
     assert line.startswith("error: --mode yolo: session/set_mode failed: no session/set_mode")
     assert line.endswith("the agent offered no modes")
+
+
+def test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it() -> None:
+    """v2 has no modes: ``--mode`` sets the ``mode`` config option, a value of ``"type": "id"`` (the
+    schema's SetSessionConfigOptionRequest requires it; claude-agent-acp answers -32602 without)."""
+    agent = " ".join([*QUIRKY_V2, "--ask-mode", "ask"])
+    result = run(
+        "run", "--json", "--protocol", "2", "--mode", "ask", "--deny", "--agent", agent, "/permission"
+    )
+    assert result.returncode == 0, result.stderr
+    perm = next(e for e in json_lines(result.stdout) if e["type"] == "permission")
+    assert perm["decidedBy"] == "--deny"  # it asked: the mode was set
+
+
+def test_a_mode_a_v2_agent_refuses_says_what_was_sent_and_what_it_offers() -> None:
+    agent = " ".join([*QUIRKY_V2, "--ask-mode", "ask"])
+    result = run("run", "--protocol", "2", "--mode", "yolo", "--agent", agent, "hi")
+    assert result.returncode == 1, result.stderr
+    line = one_error_line(result.stderr.split("\n", 1)[1])  # after the "agent: ..." line
+    assert line.startswith(
+        'error: --mode yolo: session/set_config_option (configId "mode", type "id", value \'yolo\') failed: '
+    ), line
+    assert "set_mode" not in line
+    assert line.endswith("the agent offers: default, ask"), line
 
 
 def test_chat_off_a_terminal_keeps_answers_apart() -> None:

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
-from acp_driver.core import Rung
+import pytest
+
+from acp_driver.core import ErrorCode, RpcError, Rung
+from acp_driver.driver import connect
 
 from ..waiting import eventually
 from . import serving
@@ -74,3 +78,25 @@ async def test_protocol_caps_the_version_a_connection_speaks(make_server: Any) -
         init = await client.call("initialize", V2_INIT)
         assert init["result"]["protocolVersion"] == 1
         assert "agentCapabilities" in init["result"]
+
+
+@pytest.mark.parametrize("profile", ["http", "ws"])
+async def test_a_session_the_server_does_not_know_is_not_found_on_both_profiles(
+    make_server: Any, profile: str, tmp_path: Path
+) -> None:
+    """v2 counts closing an unknown session as a success (``{}`` or ``-32002``). Over Streamable
+    HTTP, ``serve`` answers an ``Acp-Session-Id`` it does not know with the RFD's 404 before the
+    agent sees anything: our client maps it to ``-32002`` (what the agent answers over WebSocket),
+    not to an internal error; the connection goes on and so does ``session.close()``."""
+    server = await make_server()
+    url = server.url if profile == "http" else serving.ws_url(server.url)
+    async with asyncio.timeout(60), await connect(url, protocol=2) as agent:
+        with pytest.raises(RpcError) as raised:
+            await agent.request("session/close", {"sessionId": "nope"})
+        assert raised.value.code == ErrorCode.RESOURCE_NOT_FOUND, raised.value
+        if profile == "http":
+            assert "the server does not know session 'nope'" in str(raised.value)
+        session = await agent.new_session(tmp_path)
+        assert (await session.prompt("hello")).stop_reason == "end_turn"  # the connection goes on
+        await session.close()
+        assert agent.connection.is_open

@@ -173,7 +173,8 @@ def _add_mode(parser: argparse.ArgumentParser, when: str = "after session/new") 
         "--mode",
         metavar="MODE_ID",
         default=None,
-        help=f"session/set_mode to this mode {when} (some agents run tools unasked in their default mode)",
+        help=f"session/set_mode to this mode {when} (v2: the mode config option; some agents run "
+        "tools unasked in their default mode)",
     )
 
 

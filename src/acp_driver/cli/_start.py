@@ -144,7 +144,9 @@ async def start_session(
         try:
             await session.set_mode(mode)
         except (AcpError, RpcError) as exc:
-            output.error(f"--mode {mode}: session/set_mode failed: {exc}{_modes_offer(session)}")
+            output.error(
+                f"--mode {mode}: {_mode_request(session, mode)} failed: {exc}{_modes_offer(session)}"
+            )
             raise StartFailed(_failed_code(exc)) from None
         output.note(f"mode: {mode}")
     return session
@@ -154,11 +156,37 @@ def _failed_code(exc: Exception) -> int:
     return codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
 
 
+def _mode_request(session: SessionHandle, mode: str) -> str:
+    """What ``set_mode`` sent: v2 has no modes, it sets the ``mode`` config option."""
+    if session.spans is not None:
+        return f'session/set_config_option (configId "mode", type "id", value {mode!r})'
+    return "session/set_mode"
+
+
 def _modes_offer(session: SessionHandle) -> str:
-    """The modes the agent offered in ``session/new`` (``modes.availableModes``), if any."""
+    """The modes the agent offered in ``session/new`` (v1: ``modes.availableModes``; v2: the
+    values of its ``mode`` config option), if any."""
+    if session.spans is not None:
+        values = _config_values(session.config_options, "mode")
+        return f"; the agent offers: {', '.join(values)}" if values else "; the agent offered no mode option"
     modes = session.modes.get("availableModes") if session.modes is not None else None
     ids = [str(m["id"]) for m in modes or [] if isinstance(m, dict) and "id" in m]
     return f"; the agent offers: {', '.join(ids)}" if ids else "; the agent offered no modes"
+
+
+def _config_values(options: list[Any] | None, config_id: str) -> list[str]:
+    """The values a select config option offers (flat, or in groups)."""
+    option = next((o for o in options or [] if isinstance(o, dict) and o.get("configId") == config_id), None)
+    listed = option.get("options") if option is not None else None
+    values: list[str] = []
+    for entry in listed if isinstance(listed, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        group = entry.get("options")
+        for item in group if isinstance(group, list) else [entry]:
+            if isinstance(item, dict) and isinstance(item.get("value"), str):
+                values.append(item["value"])
+    return values
 
 
 async def abortable_start(controller: Controller, starting: Awaitable[SessionHandle]) -> SessionHandle | int:

@@ -11,7 +11,9 @@
 - A POST refused (an HTTP status other than 200/202, or a network error) fails the request it
   carried with a clear JSON-RPC error (fed in as the answer: exactly one outcome, never a hang);
   for a notification or a response it is logged and kept in ``failures``. A ``404`` without a
-  session header means the server forgot the connection: it ends.
+  session header means the server forgot the connection: it ends; with one, the server does not
+  know that session: the request fails ``-32002`` (resource not found), as the agent itself
+  answers over stdio or WebSocket (v2 counts it as a successful ``session/close``).
 - ``close`` sends ``DELETE``; the cookie jar is the client's (``Set-Cookie`` of every answer
   kept, ``Cookie`` sent on every request).
 
@@ -32,7 +34,7 @@ import orjson
 
 from .. import protocol as p
 from ..aio import Connection
-from ..core import OversizedLine, Received, parse_json
+from ..core import ErrorCode, OversizedLine, Received, parse_json
 from ._client_base import ClientTransport
 from ._protocol import (
     CONNECTION_ID_HEADER,
@@ -117,6 +119,14 @@ class HttpTransport(ClientTransport):
         if status not in (200, 202):
             if key is not None:
                 self._attaching.pop(key, None)
+            if status == 404 and session is not None:
+                # The RFD's answer to an Acp-Session-Id the server does not know: as over stdio, the
+                # session was not found (v2 counts that as a successful session/close).
+                what = (
+                    f"the server does not know session {session!r} ({_status(response)}{_excerpt(response)})"
+                )
+                self._refused(decoded, what, ErrorCode.RESOURCE_NOT_FOUND, {"sessionId": session})
+                return
             self._refused(decoded, f"{_status(response)}{_excerpt(response)}")
             if status == 404 and session is None:
                 self._ended(f"the server does not know the connection any more (HTTP 404 on POST {method})")
@@ -145,16 +155,17 @@ class HttpTransport(ClientTransport):
         self._connection_stream = self.spawn(self._stream(None), "connection stream")
         self._incoming([response.content])
 
-    def _refused(self, message: dict[str, Any], what: str) -> None:
+    def _refused(
+        self, message: dict[str, Any], what: str, code: int = TRANSPORT_ERROR, data: Any = None
+    ) -> None:
         method = message.get("method")
         label = method if isinstance(method, str) else "response" if "id" in message else "message"
         text = f"POST {label} to {self.url} failed: {what}"
         if isinstance(method, str) and "id" in message:
-            error = {
-                "jsonrpc": "2.0",
-                "id": message["id"],
-                "error": {"code": TRANSPORT_ERROR, "message": text},
-            }
+            body: dict[str, Any] = {"code": code, "message": text}
+            if data is not None:
+                body["data"] = data
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": body}
             self.receiver.feed_messages([orjson.dumps(error)])
             return
         logger.warning("%s", text)
