@@ -1235,6 +1235,7 @@ MUTATIONS = [
         "                pass\n",
         (
             "tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",
+            "tests/agent/test_runtime_v2.py::test_the_reference_agent_replays_on_a_resume_of_a_session_it_holds",
         ),
     ),
     Mutation(

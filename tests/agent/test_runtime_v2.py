@@ -4,7 +4,9 @@ raw v2 client over real pipes (the SDK clients' view of the same is tests/intero
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -76,3 +78,66 @@ async def eventually_idle(c: V2Client, text: str) -> None:
         return bool(inserted) and any(u.get("state") == "idle" for u in updates[inserted[-1] :])
 
     await eventually(ended, f"the span of {text!r} to end")
+
+
+def test_the_reference_agent_replays_on_a_resume_of_a_session_it_holds() -> None:
+    """The same story from a plain synchronous client over pipes: the live user_message, then the
+    replayed one."""
+    seen = _session_then_resume()
+    replayed = [
+        m["params"]["update"]
+        for m in seen
+        if m.get("method") == "session/update"
+        and m["params"]["update"].get("sessionUpdate") == "user_message"
+    ]
+    assert len(replayed) == 2, replayed  # live, then replayed
+
+
+def _session_then_resume() -> list[dict[str, Any]]:
+    """One reference agent: initialize (v2), session/new, a prompt whose work ends, then a resume
+    of that session with ``replayFrom: start``; what it sent until the resume's answer."""
+    proc = subprocess.Popen(REFERENCE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    seen: list[dict[str, Any]] = []
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        proc.stdin.flush()
+
+    def until(found: Any) -> dict[str, Any]:
+        assert proc.stdout is not None
+        while True:
+            line = proc.stdout.readline()
+            assert line, "the agent closed its output"
+            seen.append(json.loads(line))
+            if found(seen[-1]):
+                return seen[-1]
+
+    try:
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {"protocolVersion": 2, "info": {"name": "t", "version": "1"}},
+            }
+        )
+        until(lambda m: m.get("id") == 1)
+        send({"id": 2, "method": "session/new", "params": {"cwd": "/", "mcpServers": []}})
+        sid = until(lambda m: m.get("id") == 2)["result"]["sessionId"]
+        send(
+            {
+                "id": 3,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "hello"}]},
+            }
+        )
+        until(lambda m: m.get("params", {}).get("update", {}).get("state") == "idle")
+        resume = {"sessionId": sid, "cwd": "/", "mcpServers": [], "replayFrom": {"type": "start"}}
+        send({"id": 4, "method": "session/resume", "params": resume})
+        until(lambda m: m.get("id") == 4 and "method" not in m)
+    finally:
+        proc.kill()
+        proc.wait()
+    return seen
