@@ -12,14 +12,21 @@ from acp_driver.driver import PromptTurn, Update
 
 class Wire:
     """Pass ``wire.trace`` as a connection's tracer (``launch(tracer=...)``): ``out`` holds
-    every message the host sent, decoded, in order."""
+    every message the host sent, decoded, in order; ``both`` every message either way."""
 
     def __init__(self) -> None:
         self.out: list[dict[str, Any]] = []
+        self.both: list[tuple[str, dict[str, Any]]] = []
 
     def trace(self, direction: str, message: bytes) -> None:
+        decoded = orjson.loads(message)
+        self.both.append((direction, decoded))
         if direction == "out":
-            self.out.append(orjson.loads(message))
+            self.out.append(decoded)
+
+    def dump(self) -> str:
+        """The whole wire, one message a line (for an assertion's message)."""
+        return "\n".join(f"{d:>3} {orjson.dumps(m).decode()[:300]}" for d, m in self.both)
 
     def methods(self) -> list[str]:
         """The methods of the requests and notifications sent, in order."""

@@ -1178,7 +1178,7 @@ MUTATIONS = [
         "v2-host-withdraw-held",
         "v2 host: cancelling a held prompt withdraws it ($/cancel_request), no session/cancel",
         "driver/_prompt_turn.py",
-        "                self.prompt_answer.cancel()  # $/cancel_request: the prompt is withdrawn\n",
+        "                self.agent.connection.cancel_request(self.request_id)\n",
         "                pass\n",
         (
             "tests/driver/test_v2_host.py::test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else",
@@ -1606,6 +1606,36 @@ MUTATIONS = [
         '"configId": "mode", "type": "id", "value": self.mode}',
         '"configId": "mode", "value": self.mode}',
         ("tests/cli/test_check_v2.py::test_v2_setup_uses_v2_methods",),
+    ),
+    Mutation(
+        "v2-host-withdrawal-waits-for-the-answer",
+        "v2 host: a held prompt's withdrawal waits for the agent's answer (an agent may ignore it and insert the prompt)",
+        "driver/_prompt_turn.py",
+        "                self.agent.connection.cancel_request(self.request_id)\n",
+        "                self.prompt_answer.cancel() if self.prompt_answer is not None else None\n",
+        (
+            "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
+        ),
+    ),
+    Mutation(
+        "v2-host-withdrawn-prompt-inserted-is-cancelled",
+        "v2 host: a prompt inserted although the host withdrew it is cancelled at once (session/cancel)",
+        "driver/_prompt_turn.py",
+        "            spans.cancel_sent([self])\n            self._observe(Observation(Seen.CANCEL))\n",
+        "",
+        (
+            "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
+        ),
+    ),
+    Mutation(
+        "v2-host-collateral-prompts-sent-again",
+        "v2 host: a cancel never touches a prompt sent after it (held prompts its session/cancel refused are sent again)",
+        "driver/_prompt_turn.py",
+        "                    held._collateral = True  # sent after this prompt: not this cancel's\n",
+        "                    pass\n",
+        (
+            "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
+        ),
     ),
     Mutation(
         "host-v2-config-value-type",

@@ -154,6 +154,32 @@ async def test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else(tm
         await close_and_check(agent)
 
 
+async def test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted(tmp_path: Path) -> None:
+    """An agent that ignores ``$/cancel_request`` on a held prompt (claude-agent-acp 0.101.0
+    does) inserts it when the running work ends: the host's cancel still lands -- the prompt
+    cancelled as it starts -- and a prompt held behind it, which that ``session/cancel`` also
+    refuses, is sent again and runs as its own turn."""
+    wire = Wire()
+    async with running(v2("no-answer-on-cancel-request"), protocol=2, tracer=wire.trace) as agent:
+        session = await agent.new_session(tmp_path)
+        first = session.prompt("/stream 3 100")
+        await first_update(first)
+        withdrawn = session.prompt("/stream 1000 20")
+        behind = session.prompt("behind it")
+        outcome = await withdrawn.cancel()
+        assert (await first).stop_reason == "end_turn", wire.dump()
+        assert (outcome.resolution, withdrawn.stop_reason) == (Resolution.CANCELLED, "cancelled"), wire.dump()
+        assert "session_cancel" in outcome.steps, wire.dump()
+        assert withdrawn.request_id in [
+            m["params"]["requestId"] for m in wire.out if m.get("method") == "$/cancel_request"
+        ]
+        behind_texts = [u.raw["content"]["text"] async for u in behind if u.kind == "agent_message_chunk"]
+        result = await behind
+        assert (result.stop_reason, result.cancel) == ("end_turn", None), wire.dump()
+        assert "".join(behind_texts) == "behind it\n", wire.dump()  # the reference agent echoes it
+        await close_and_check(agent)
+
+
 async def test_a_cancel_never_touches_a_prompt_sent_after_it(tmp_path: Path) -> None:
     async with running(v2(), protocol=2) as agent:
         session = await agent.new_session(tmp_path)

@@ -160,23 +160,16 @@ async def test_claude_v2_through_our_host(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "our host settles a held prompt's cancel at the $/cancel_request (PromptTurn._cancel_v2 "
-        "cancels the prompt's future); claude-agent-acp ignores it, inserts the prompt at the "
-        "running turn's end and runs it: the cancel did not land, and its user_message is taken "
-        "for the next held prompt's insertion"
-    ),
-)
-async def test_claude_runs_a_held_prompt_our_host_withdrew(
+async def test_a_held_prompt_claude_will_not_withdraw_is_cancelled_once_inserted(
     claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path
 ) -> None:
     """``turn.cancel()`` of a held prompt against an agent that does not honour ``$/cancel_request``
     on it: the cancel must land -- the prompt withdrawn, or cancelled once inserted -- and the next
     held prompt's turn must be its own."""
+    # HELD first: claude-agent-acp carries a cancelled prompt's text into the next request's
+    # user message, so the request for HELD also says NEVER.
     model.decide = by_marker(
-        {"SLOW": Words("c", 20, interval=0.03), "NEVER": Words("never", 2), "HELD": Words("d", 2)}
+        {"SLOW": Words("c", 20, interval=0.03), "HELD": Words("d", 2), "NEVER": Words("never", 2)}
     )
     wire = Wire()
     agent = await launch(

@@ -100,6 +100,14 @@ class PromptTurn:
         """v2: the ``messageId`` the agent gave the prompt when it inserted it."""
         self._cancel_cutoff: list[PromptTurn] = []
         """v2: the held prompts this turn's cancel may withdraw (those held at the cancel)."""
+        self._withdrawing = False
+        """v2: the host cancelled this prompt while it was held (``$/cancel_request`` went out);
+        it stays in the queue until the agent answers: ``-32800`` withdraws it, an insertion
+        (an agent that ignored the withdrawal) is cancelled with ``session/cancel`` at once."""
+        self._collateral = False
+        """v2: held when another turn's withdrawal had to become a ``session/cancel``, which also
+        cancels every prompt held then: a ``-32800`` for this one is not its own cancel, so the
+        prompt is sent again (a cancel never touches a prompt sent after it)."""
         run = self._run_v2 if agent.profile.turn_end is TurnEnd.IDLE_STATE else self._run
         self._task = asyncio.get_running_loop().create_task(run(answer), name=f"prompt {session.id}")
 
@@ -115,8 +123,8 @@ class PromptTurn:
 
     @property
     def cancel_requested(self) -> bool:
-        """The host asked to cancel this turn (or to kill it)."""
-        return self._machine.cancel_requested
+        """The host asked to cancel this turn (or to kill it; v2: or to withdraw it)."""
+        return self._machine.cancel_requested or self._withdrawing
 
     @property
     def ladder(self) -> CancelLadder | None:
@@ -253,6 +261,10 @@ class PromptTurn:
             response = await answer
         except RequestCancelledError as exc:
             spans.refused(self)  # held, then withdrawn or cancelled: it never ran
+            if self._collateral and not self.cancel_requested:
+                self._collateral = False
+                await self._run_v2(self._send_again(spans))  # another turn's cancel took it
+                return
             self._observe(Observation(Seen.FAILED, stop_reason="cancelled"), "cancelled", exc)
         except ConnectionClosedError as exc:
             self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, exc)
@@ -279,12 +291,33 @@ class PromptTurn:
                 )
             self.message_id = message_id if isinstance(message_id, str) else self.message_id
             spans.answered(self, message_id if isinstance(message_id, str) else None)
+            self._inserted(spans)
+
+    def _send_again(self, spans: Any) -> asyncio.Future[Any] | RpcError:
+        """v2: send the prompt again, at the end of the queue (see ``_collateral``)."""
+        answer = self._send_prompt()
+        self.prompt_answer = None if isinstance(answer, RpcError) else answer
+        spans.sent(self)
+        return answer
 
     def inserted_by_update(self, update: Update) -> None:
         """v2: the agent's ``user_message`` says where this prompt was inserted."""
         message_id = update.raw.get("messageId")
         if isinstance(message_id, str) and self.message_id is None:
             self.message_id = message_id
+        if self.session.spans is not None:
+            self._inserted(self.session.spans)
+
+    def _inserted(self, spans: Any) -> None:
+        """v2: inserted although the host withdrew it (the agent ignored ``$/cancel_request``):
+        now it runs, and only ``session/cancel`` stops it -- the ladder takes over."""
+        if self._withdrawing and not self._machine.cancel_requested and self.result is None:
+            for held in spans.waiting:
+                if held is not self and not held.cancel_requested:
+                    held._collateral = True  # sent after this prompt: not this cancel's
+            self._cancel_cutoff = []
+            spans.cancel_sent([self])
+            self._observe(Observation(Seen.CANCEL))
 
     def gone(self, error: RpcError) -> None:
         """The agent is gone (its process exited, or the connection ended) before this turn
@@ -472,12 +505,13 @@ class PromptTurn:
         it (their own part of each rung -- permissions answered, terminals killed -- without
         acting on the agent twice). A prompt sent after the cancel is never touched."""
         if self in spans.waiting:
-            if self.prompt_answer is not None and not self.prompt_answer.done():
-                self.prompt_answer.cancel()  # $/cancel_request: the prompt is withdrawn
+            if not self._withdrawing and self.request_id is not None:
+                self._withdrawing = True  # the answer ends it: -32800, or an insertion (_inserted)
+                self.agent.connection.cancel_request(self.request_id)
             return
         if self._machine.cancel_requested:
             return
-        others = [t for t in self.session.turns if t is not self and not t.cancel_requested]
+        others = [t for t in self.session.turns if t is not self and not t._machine.cancel_requested]
         self._cancel_cutoff = [t for t in spans.waiting if t is not self]
         spans.cancel_sent([t for t in (self, *others) if t in spans.live])
         for follower in others:
