@@ -1678,6 +1678,22 @@ MUTATIONS = [
             "tests/cli/test_check_v2.py::test_a_v2_agent_behind_serve_is_audited_over_both_profiles[http]",
         ),
     ),
+    Mutation(
+        "host-close-marks-the-hosts-cancel",
+        "host: the turns a session.close() cancels were cancelled by the host (cancelled_by), not the agent",
+        "driver/_session.py",
+        "                turn.closed_by_host()\n",
+        "                pass\n",
+        ("tests/driver/test_v2_host.py::test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host",),
+    ),
+    Mutation(
+        "turn-machine-close-is-the-hosts-cancel",
+        "turn machine: a turn cancelled after the host closed its session counts as cancelled by the host",
+        "core/_host_turn.py",
+        " or self._abandoned or self.host_closed else",
+        " or self._abandoned else",
+        ("tests/driver/test_v2_host.py::test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host",),
+    ),
 ]
 
 

@@ -110,6 +110,23 @@ async def test_a_cancel_resolves_on_the_next_idle_and_says_what_it_reported(
         await close_and_check(agent)
 
 
+async def test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host(tmp_path: Path) -> None:
+    """``session.close()`` cancels the work (v2: idle ``cancelled`` before the close's answer,
+    held prompts ``-32800``): the host asked for that, so the results say ``host``, not ``agent``."""
+    async with running(v2(), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/stream 100000 20")
+        held = session.prompt("held")
+        await first_update(turn)
+        await session.close()
+        for ended in (await turn, await held):
+            assert (ended.resolution, ended.stop_reason) == (Resolution.CANCELLED, "cancelled"), ended
+            assert ended.cancelled_by == "host", ended
+        other = await agent.new_session(tmp_path)
+        assert (await other.prompt("hello")).cancelled_by is None  # a turn of another session
+        await close_and_check(agent)
+
+
 async def test_an_agent_that_never_idles_is_ended_by_the_ladder_on_fake_time(tmp_path: Path) -> None:
     clock, wire = FakeClock(T0), Wire()
     budget = 8.0

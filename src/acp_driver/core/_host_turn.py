@@ -27,8 +27,8 @@ How an ending maps to a ``Resolution`` (``resolve``):
 
 What the result says happened (``attribute``, decided once, when the turn resolves):
 
-- ``cancelled_by``: for a ``CANCELLED`` turn, who cancelled it -- ``host`` (the host asked, or
-  abandoned the prompt) or ``agent`` (stop reason ``cancelled`` or ``-32800`` that nobody here
+- ``cancelled_by``: for a ``CANCELLED`` turn, who cancelled it -- ``host`` (the host asked,
+  closed the session, or abandoned the prompt) or ``agent`` (stop reason ``cancelled`` or ``-32800`` that nobody here
   asked for); None for any other resolution;
 - ``resolved_by``: for a cancelled-by-the-host turn, the ladder step that took effect (the last
   one taken before the end); ``ignored`` when the agent ended the turn on its own terms after
@@ -87,6 +87,9 @@ class TurnMachine:
         self._abandoned = False
         self._unreported = False
         """v2: the idle that ended the turn reported no stop reason."""
+        self.host_closed = False
+        """The host closed the turn's session (``session/close`` cancels its work): a
+        cancellation that follows is the host's."""
         self.cancelled_by: str | None = None
         """Who cancelled a ``CANCELLED`` turn: ``host`` or ``agent`` (see the module docstring)."""
         self.resolved_by: str | None = None
@@ -158,7 +161,7 @@ class TurnMachine:
         """(who cancelled, what the cancel did) for a turn ending in ``resolution``."""
         host_cancelled = self.cancel_requested
         if resolution is Resolution.CANCELLED:
-            cancelled_by = "host" if host_cancelled or self._abandoned else "agent"
+            cancelled_by = "host" if host_cancelled or self._abandoned or self.host_closed else "agent"
         else:
             cancelled_by = None
         if not host_cancelled:

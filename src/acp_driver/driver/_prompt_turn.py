@@ -523,6 +523,10 @@ class PromptTurn:
         """Skip the rest of the ladder: SIGKILL the agent's group now (e.g. a second Ctrl-C)."""
         self._observe(Observation(Seen.KILL_NOW))
 
+    def closed_by_host(self) -> None:
+        """The host is closing this turn's session: the cancellation that follows is the host's."""
+        self._machine.host_closed = True
+
     def __repr__(self) -> str:
         return f"PromptTurn(session={self.session.id!r}, request={self.request_id!r}, done={self.done})"
 

@@ -146,6 +146,8 @@ class SessionHandle:
         self.closed = True
         agent = self.agent
         if agent.supports("close") and agent.connection.is_open:
+            for turn in self.turns:  # session/close cancels them: the host's cancel, not the agent's
+                turn.closed_by_host()
             with contextlib.suppress(AcpError, asyncio.TimeoutError):
                 await agent.connection.request(
                     p.SESSION_CLOSE, {"sessionId": self.id}, timeout=agent.request_timeout
