@@ -228,8 +228,12 @@ async def test_a_pending_permission_is_answered_cancelled_at_the_cancel(tmp_path
         await asyncio.wait_for(asked.wait(), 30)
         outcome = await turn.cancel()
         assert outcome.resolution is Resolution.CANCELLED
-        answers = [m for m in wire.out if "result" in m and "outcome" in m["result"]]
-        assert [a["result"] for a in answers] == [{"outcome": {"outcome": "cancelled"}}]
+        answers = [i for i, m in enumerate(wire.out) if "result" in m and "outcome" in m["result"]]
+        assert [wire.out[i]["result"] for i in answers] == [{"outcome": {"outcome": "cancelled"}}]
+        # session/cancel first: an agent reading in order knows the answer is the cancel's, not
+        # a user's refusal (v2: a `cancelled` outcome alone may be a dismissal).
+        [cancel_at] = [i for i, m in enumerate(wire.out) if m.get("method") == "session/cancel"]
+        assert cancel_at < answers[0], wire.dump()
         await close_and_check(agent)
 
 

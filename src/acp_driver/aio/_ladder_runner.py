@@ -6,7 +6,8 @@ went (``remote``) -- builds a pure machine from the core (``TurnMachine``,
 ``LadderRunner``. The runner feeds the machine what the owner observed, with the time of the
 injected ``Clock``; carries out the actions of every step it gets back, in order; reports
 each rung taken (``on_rung``, before its actions: the owner's own part of a rung, such as
-answering pending permission requests before ``session/cancel``); asks the clock for a tick at
+cancelling the tasks that serve pending permission requests -- their ``cancelled`` answers are
+written after the rung's ``session/cancel``, the order the spec gives); asks the clock for a tick at
 the deadline the machine named; and reports the resolution once (``on_resolved``). Adding a
 rung is a change to the core's tables and to ``PeerControl``'s implementations, never to this
 executor's callers.

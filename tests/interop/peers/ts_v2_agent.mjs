@@ -20,7 +20,8 @@
 //   /sleep MS       a chunk "sleeping", then MS ms (a slow turn); end_turn
 //   /permission     tool_call_update (pending), requires_action, session/request_permission
 //                   (allow / reject); on the answer running, the tool call completed or failed,
-//                   a chunk "permission outcome: ..."; end_turn
+//                   a chunk "permission outcome: ..."; end_turn. A `cancelled` answer that came
+//                   after a session/cancel is the cancel's: the work ends `cancelled`
 //   /oblivious MS   an agent that does nothing about a cancel: a chunk "oblivious", MS ms that
 //                   nothing interrupts, end_turn; session/cancel is ignored meanwhile
 //   /permission-oblivious   /permission, by an agent that does nothing about a cancel: it keeps
@@ -180,6 +181,18 @@ async function permission(client, s, messageId, signal, withdrawAfter) {
       await update(client, s.id, { sessionUpdate: "tool_call_update", toolCallId, status: "cancelled" }).catch(() => {});
     }
     throw error;
+  }
+  if (response.outcome.outcome === "cancelled") {
+    // The SDK settles a response the moment it reads it but runs a notification's handler some
+    // steps later, so a session/cancel the client sent just before this answer (the order the
+    // spec gives: session/cancel, then the pending permissions answered `cancelled`) may not
+    // have been handled yet. An agent takes the client's messages in the order sent: let the SDK
+    // dispatch what came before, then tell a cancel (the work ends `cancelled`) from a refusal.
+    await new Promise((resolve) => setImmediate(resolve));
+    if (signal.aborted) {
+      await update(client, s.id, { sessionUpdate: "tool_call_update", toolCallId, status: "cancelled" }).catch(() => {});
+      signal.throwIfAborted();
+    }
   }
   await state(client, s.id, "running");
   const outcome = response.outcome;
