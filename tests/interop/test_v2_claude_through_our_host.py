@@ -6,9 +6,9 @@ One agent process for most of it: the mode set to ``default`` (so a ``touch`` as
 a tool's permission request (the tool never runs), a prompt held behind a running turn (its own
 turn, in order); then a new process resumes the session with its history replayed
 (``replayFrom: start``). Also: ``$/cancel_request`` on a held prompt, which this agent does not
-honour -- our host reports the prompt withdrawn and the agent runs it anyway (xfail, strict: a
-bug of our host); and the binary in ``v1`` mode through ``protocol="auto"`` falls back to v1 on
-the same connection.
+honour -- it inserts the prompt anyway, and our host, waiting for the answer, cancels it then;
+and the binary in ``v1`` mode through ``protocol="auto"`` falls back to v1 on the same
+connection.
 """
 
 from __future__ import annotations
