@@ -546,7 +546,7 @@ MUTATIONS = [
     Mutation(
         "own-text-no-lone-surrogate",
         "we never send a lone surrogate of our own (U+FFFD instead), nor fail a request for one",
-        "core/_connection.py",
+        "core/_endpoint.py",
         '        except TypeError:  # a lone surrogate in a string: U+FFFD instead (core/_json.py)\n            return _dumps_own(message, self._default) + b"\\n"\n',
         "        except TypeError:\n            raise\n",
         ("tests/agent/test_odd_text.py::test_a_lone_surrogate_in_a_prompt_is_read_and_echoed_as_u_fffd",),

@@ -31,6 +31,7 @@ from ..core import (
     CancelRequest,
     ConnectionClosedError,
     EndOfInput,
+    Endpoint,
     ErrorResponse,
     Notification,
     ProtocolViolation,
@@ -45,7 +46,6 @@ from ..core import (
     Violation,
     worth_logging,
 )
-from ..core import Connection as CoreConnection
 from ._deadlines import Deadlines
 from ._outbox import Outbox
 from ._requesting import PendingRequest, Requesting
@@ -79,7 +79,7 @@ class Connection(Serving, Requesting):
         self.max_message_bytes = max_line_bytes
         """The largest message a transport delivers (bigger ones are dropped and reported)."""
         self._honour_cancel_request = honour_cancel_request
-        self._core = CoreConnection(
+        self._core = Endpoint(
             max_line_bytes=max_line_bytes,
             max_tombstones=max_tombstones,
             default=json_default if json_default is not None else _json_default,
@@ -133,7 +133,7 @@ class Connection(Serving, Requesting):
     # ------------------------------------------------------------------ introspection
 
     @property
-    def core(self) -> CoreConnection:
+    def core(self) -> Endpoint:
         """The sans-IO core (ledgers and state); read it, do not drive it."""
         return self._core
 

@@ -19,10 +19,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import (
-    Connection as CoreConnection,
-)
-from ..core import (
     ConnectionClosedError,
+    Endpoint,
     ErrorResponse,
     RequestCancelledError,
     RequestId,
@@ -87,7 +85,7 @@ class PendingRequest(asyncio.Future[Any]):
 class Requesting:
     """Mixin of ``Connection``: our requests and notifications (see the module docstring)."""
 
-    _core: CoreConnection
+    _core: Endpoint
     _outbox: Outbox
     _loop: asyncio.AbstractEventLoop | None
     _waiters: dict[RequestId, PendingRequest]
