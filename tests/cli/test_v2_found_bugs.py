@@ -19,11 +19,6 @@ from .test_cli import AGENT, run
 QUIRKY_V2 = [sys.executable, str(Path(__file__).with_name("quirky_v2_agent.py"))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='driver/_session.py set_config_option sends no "type": "id" (the v2 schema\'s '
-    "SetSessionConfigOptionRequest requires it; claude-agent-acp 0.101.0 answers -32602)",
-)
 def test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it() -> None:
     agent = " ".join([*QUIRKY_V2, "--ask-mode", "ask"])
     result = run(
@@ -32,12 +27,6 @@ def test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it() -> 
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agent/_spans.py resume_session keeps the session/new params on a session this "
-    "connection holds, so the reference agent never sees replayFrom: a same-connection resume "
-    "replays nothing",
-)
 def test_the_reference_agent_replays_on_a_resume_of_a_session_it_holds() -> None:
     seen = _session_then_resume()
     replayed = [
