@@ -1636,6 +1636,32 @@ MUTATIONS = [
             "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
         ),
     ),
+    Mutation(
+        "request-deadlines-on-the-injected-clock",
+        "issue 23: request deadlines run on the connection's injected clock (testable on fake time)",
+        "aio/_deadlines.py",
+        "        if clock is not None:  # an injected clock (tests run it on fake time)\n",
+        "        if False:\n",
+        ("tests/aio/test_requests.py::test_deadlines_and_graces_run_on_an_injected_clock",),
+    ),
+    Mutation(
+        "grace-timers-on-the-injected-clock",
+        "issue 23: grace timers (a cancelled or timed-out request waiting for the answer) run on the injected clock",
+        "aio/_requesting.py",
+        "        if clock is not None:\n            return clock.call_at(clock.now() + delay, callback)\n",
+        "",
+        ("tests/aio/test_requests.py::test_deadlines_and_graces_run_on_an_injected_clock",),
+    ),
+    Mutation(
+        "serve-http-activity-on-the-servers-clock",
+        "issue 23: one clock: an HTTP stream closing counts as activity on the server's clock (the idle sweep's)",
+        "remote/_http.py",
+        "        conn.last_activity = conn.clock.now()  # the idle sweep's clock\n",
+        "        conn.last_activity = loop.time()\n",
+        (
+            "tests/remote/test_serve_fake_time.py::test_an_http_stream_closing_counts_as_activity_on_the_servers_clock",
+        ),
+    ),
 ]
 
 

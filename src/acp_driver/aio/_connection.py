@@ -46,6 +46,7 @@ from ..core import (
     Violation,
     worth_logging,
 )
+from ._clock import Clock
 from ._deadlines import Deadlines
 from ._outbox import Outbox
 from ._requesting import PendingRequest, Requesting
@@ -74,8 +75,12 @@ class Connection(Serving, Requesting):
         json_default: Callable[[Any], Any] | None = None,
         tracer: Tracer | None = None,
         honour_cancel_request: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
+        self.clock = clock
+        """What request deadlines and grace timers run on (None: the event loop's time); tests
+        inject a fake one."""
         self.max_message_bytes = max_line_bytes
         """The largest message a transport delivers (bigger ones are dropped and reported)."""
         self._honour_cancel_request = honour_cancel_request
