@@ -398,26 +398,28 @@ async def test_deadlines_and_graces_run_on_an_injected_clock() -> None:
     conn = Connection(name="t", clock=clock)
     wire = RecordingTransport()
     conn.attach(wire)
-    timed = asyncio.ensure_future(conn.request("slow", {}, timeout=3600, cancel_grace=7200))
-    graceful = asyncio.ensure_future(conn.request("slow", {}, cancel_grace=600))
-    await spin()
-    rid_timed, rid_graceful = (m["id"] for m in wire.messages())
-    graceful.cancel()  # the first cancel: $/cancel_request, then the grace for the answer
-    await spin()
-    assert wire.cancels() == [rid_graceful]
-    clock.advance(3599)
-    await spin()
-    assert graceful.done()  # the grace (600 s) ran out on the fake clock
-    assert not timed.done()
-    assert wire.cancels() == [rid_graceful]
-    clock.advance(1)  # the deadline
-    await spin()
-    assert wire.cancels() == [rid_graceful, rid_timed]
-    assert not timed.done()  # waiting out its own grace for the peer's answer
-    clock.advance(7200)
-    await spin()
-    with pytest.raises(RequestTimeoutError):
-        await timed
-    with pytest.raises(asyncio.CancelledError):
-        await graceful
-    await conn.aclose()
+    try:
+        timed = asyncio.ensure_future(conn.request("slow", {}, timeout=3600, cancel_grace=7200))
+        graceful = asyncio.ensure_future(conn.request("slow", {}, cancel_grace=600))
+        await spin()
+        rid_timed, rid_graceful = (m["id"] for m in wire.messages())
+        graceful.cancel()  # the first cancel: $/cancel_request, then the grace for the answer
+        await spin()
+        assert wire.cancels() == [rid_graceful]
+        clock.advance(3599)
+        await spin()
+        assert graceful.done()  # the grace (600 s) ran out on the fake clock
+        assert not timed.done()
+        assert wire.cancels() == [rid_graceful]
+        clock.advance(1)  # the deadline
+        await spin()
+        assert wire.cancels() == [rid_graceful, rid_timed]
+        assert not timed.done()  # waiting out its own grace for the peer's answer
+        clock.advance(7200)
+        await spin()
+        with pytest.raises(RequestTimeoutError):
+            await timed
+        with pytest.raises(asyncio.CancelledError):
+            await graceful
+    finally:
+        await conn.aclose()  # fails what still waits: a broken clock must fail, not hang
