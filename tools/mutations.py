@@ -1662,6 +1662,14 @@ MUTATIONS = [
             "tests/remote/test_serve_fake_time.py::test_an_http_stream_closing_counts_as_activity_on_the_servers_clock",
         ),
     ),
+    Mutation(
+        "cli-bidi-overrides-neutralised",
+        "agent text never reorders the terminal: explicit bidi embeddings, overrides and isolates are shown as U+FFFD",
+        "cli/_text.py",
+        '_REPLACED = {code: "\\ufffd" for code in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))}\n',
+        '_REPLACED = {code: "\\ufffd" for code in range(0x80, 0xA0)}\n',
+        ("tests/cli/test_agent_text.py::test_bidi_overrides_from_the_agent_never_reorder_the_terminal",),
+    ),
 ]
 
 
