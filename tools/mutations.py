@@ -1670,6 +1670,14 @@ MUTATIONS = [
         '_REPLACED = {code: "\\ufffd" for code in range(0x80, 0xA0)}\n',
         ("tests/cli/test_agent_text.py::test_bidi_overrides_from_the_agent_never_reorder_the_terminal",),
     ),
+    Mutation(
+        "tracer-failure-contained",
+        "a host's tracer that raises never breaks the read loop or a send (logged, the message goes on)",
+        "aio/_connection.py",
+        "            tracer=None if tracer is None else _guarded(tracer, name),\n",
+        "            tracer=tracer,\n",
+        ("tests/driver/test_faults.py::test_a_tracer_that_raises_never_breaks_the_connection",),
+    ),
 ]
 
 

@@ -57,6 +57,25 @@ from ._transport import Transport
 logger = logging.getLogger("acp_driver.connection")
 
 
+def _guarded(tracer: Tracer, name: str) -> Tracer:
+    """The tracer, made harmless: an exception it raises is logged (the first, then every
+    hundredth) and never reaches the read loop or the caller sending a message."""
+    failures = 0
+
+    def traced(direction: str, data: bytes) -> None:
+        nonlocal failures
+        try:
+            tracer(direction, data)
+        except Exception:
+            failures += 1
+            if failures == 1 or failures % 100 == 0:
+                logger.exception(
+                    "%s: the tracer failed (%d times so far); the message goes on", name, failures
+                )
+
+    return traced
+
+
 class Connection(Serving, Requesting):
     """A JSON-RPC 2.0 peer over a message transport.
 
@@ -88,7 +107,7 @@ class Connection(Serving, Requesting):
             max_line_bytes=max_line_bytes,
             max_tombstones=max_tombstones,
             default=json_default if json_default is not None else _json_default,
-            tracer=tracer,
+            tracer=None if tracer is None else _guarded(tracer, name),
         )
         self._outbox = Outbox(self._core, self.write_lost)
         self._close_timeout = close_timeout
