@@ -43,7 +43,8 @@ LABELS = {
 
 async def measure(n: int) -> dict[str, list[float]]:
     from acp_driver.aio import Connection
-    from acp_driver.driver import _turn, launch
+    from acp_driver.driver import _prompt_turn as _turn
+    from acp_driver.driver import launch
 
     clock = time.perf_counter
     marks: dict[str, float] = {}

@@ -546,7 +546,7 @@ MUTATIONS = [
     Mutation(
         "own-text-no-lone-surrogate",
         "we never send a lone surrogate of our own (U+FFFD instead), nor fail a request for one",
-        "core/_connection.py",
+        "core/_endpoint.py",
         '        except TypeError:  # a lone surrogate in a string: U+FFFD instead (core/_json.py)\n            return _dumps_own(message, self._default) + b"\\n"\n',
         "        except TypeError:\n            raise\n",
         ("tests/agent/test_odd_text.py::test_a_lone_surrogate_in_a_prompt_is_read_and_echoed_as_u_fffd",),
@@ -1693,6 +1693,48 @@ MUTATIONS = [
         " or self._abandoned or self.host_closed else",
         " or self._abandoned else",
         ("tests/driver/test_v2_host.py::test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host",),
+    ),
+    Mutation(
+        "request-deadlines-on-the-injected-clock",
+        "issue 23: request deadlines run on the connection's injected clock (testable on fake time)",
+        "aio/_deadlines.py",
+        "        if clock is not None:  # an injected clock (tests run it on fake time)\n",
+        "        if False:\n",
+        ("tests/aio/test_requests.py::test_deadlines_and_graces_run_on_an_injected_clock",),
+    ),
+    Mutation(
+        "grace-timers-on-the-injected-clock",
+        "issue 23: grace timers (a cancelled or timed-out request waiting for the answer) run on the injected clock",
+        "aio/_requesting.py",
+        "        if clock is not None:\n            return clock.call_at(clock.now() + delay, callback)\n",
+        "",
+        ("tests/aio/test_requests.py::test_deadlines_and_graces_run_on_an_injected_clock",),
+    ),
+    Mutation(
+        "serve-http-activity-on-the-servers-clock",
+        "issue 23: one clock: an HTTP stream closing counts as activity on the server's clock (the idle sweep's)",
+        "remote/_http.py",
+        "        conn.last_activity = conn.clock.now()  # the idle sweep's clock\n",
+        "        conn.last_activity = loop.time()\n",
+        (
+            "tests/remote/test_serve_fake_time.py::test_an_http_stream_closing_counts_as_activity_on_the_servers_clock",
+        ),
+    ),
+    Mutation(
+        "cli-bidi-overrides-neutralised",
+        "agent text never reorders the terminal: explicit bidi embeddings, overrides and isolates are shown as U+FFFD",
+        "cli/_text.py",
+        '_REPLACED = {code: "\\ufffd" for code in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))}\n',
+        '_REPLACED = {code: "\\ufffd" for code in range(0x80, 0xA0)}\n',
+        ("tests/cli/test_agent_text.py::test_bidi_overrides_from_the_agent_never_reorder_the_terminal",),
+    ),
+    Mutation(
+        "tracer-failure-contained",
+        "a host's tracer that raises never breaks the read loop or a send (logged, the message goes on)",
+        "aio/_connection.py",
+        "            tracer=None if tracer is None else _guarded(tracer, name),\n",
+        "            tracer=tracer,\n",
+        ("tests/driver/test_faults.py::test_a_tracer_that_raises_never_breaks_the_connection",),
     ),
 ]
 

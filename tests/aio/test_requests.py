@@ -17,6 +17,8 @@ import pytest
 from acp_driver import Connection, RequestCancelledError, RequestTimeoutError
 from acp_driver.core import Ignored, Outcome, Quiet
 
+from ..fakeclock import FakeClock
+
 
 class RecordingTransport:
     """A message transport (see ``acp_driver.aio.Transport``) that keeps what is sent."""
@@ -387,3 +389,37 @@ async def test_on_result_leaves_no_reference_cycle() -> None:
     finally:
         gc.enable()
     await conn.aclose()
+
+
+async def test_deadlines_and_graces_run_on_an_injected_clock() -> None:
+    """Issue 23: request deadlines and grace timers run on the clock the connection is given
+    (the driver gives it the agent's), so they are testable on fake time: nothing here waits."""
+    clock = FakeClock()
+    conn = Connection(name="t", clock=clock)
+    wire = RecordingTransport()
+    conn.attach(wire)
+    try:
+        timed = asyncio.ensure_future(conn.request("slow", {}, timeout=3600, cancel_grace=7200))
+        graceful = asyncio.ensure_future(conn.request("slow", {}, cancel_grace=600))
+        await spin()
+        rid_timed, rid_graceful = (m["id"] for m in wire.messages())
+        graceful.cancel()  # the first cancel: $/cancel_request, then the grace for the answer
+        await spin()
+        assert wire.cancels() == [rid_graceful]
+        clock.advance(3599)
+        await spin()
+        assert graceful.done()  # the grace (600 s) ran out on the fake clock
+        assert not timed.done()
+        assert wire.cancels() == [rid_graceful]
+        clock.advance(1)  # the deadline
+        await spin()
+        assert wire.cancels() == [rid_graceful, rid_timed]
+        assert not timed.done()  # waiting out its own grace for the peer's answer
+        clock.advance(7200)
+        await spin()
+        with pytest.raises(RequestTimeoutError):
+            await timed
+        with pytest.raises(asyncio.CancelledError):
+            await graceful
+    finally:
+        await conn.aclose()  # fails what still waits: a broken clock must fail, not hang

@@ -129,6 +129,41 @@ def test_markup_and_escapes_from_the_agent_are_shown_as_text(tmp_path: Path) -> 
     assert result.stdout == "say \u241b]0;pwned\u2407[/bold] :smile:\n"  # no markup, no emoji code
 
 
+BIDI = [
+    update(
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "t3",
+            "title": "rm notes\u202etxt.sh",
+            "status": "pending",
+        }
+    ),
+    update(
+        {
+            "sessionUpdate": "agent_message_chunk",
+            "content": {"type": "text", "text": "ok \u2067hidden\u2069 \u05e9\u05dc\u05d5\u05dd\u200f\n"},
+        }
+    ),
+]
+
+
+def test_bidi_overrides_from_the_agent_never_reorder_the_terminal(tmp_path: Path) -> None:
+    """An override (U+202E) in a tool's title would show ``rm notes\u202etxt.sh`` as another
+    command on a terminal that applies it: explicit embeddings, overrides and isolates are shown
+    as U+FFFD; the marks right-to-left text uses (RLM) stay; ``--json`` keeps the data exact."""
+    agent = stub_with(tmp_path, BIDI)
+    result = run("run", "--agent", agent, "x")
+    assert result.returncode == 0, result.stderr
+    assert_clean(result.stderr)
+    shown_text = result.stdout + result.stderr
+    assert not any(ch in shown_text for ch in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+    assert "rm notes\ufffdtxt.sh" in result.stderr
+    assert result.stdout == "ok \ufffdhidden\ufffd \u05e9\u05dc\u05d5\u05dd\u200f\n"
+    as_json = run("run", "--json", "--agent", agent, "x")
+    updates = [e["update"] for e in json_lines(as_json.stdout) if e["type"] == "update"]
+    assert updates[0]["title"] == "rm notes\u202etxt.sh"
+
+
 def test_json_output_keeps_the_agents_text_exact_and_inert(tmp_path: Path) -> None:
     agent = stub_with(tmp_path, HOSTILE)
     result = subprocess.run(

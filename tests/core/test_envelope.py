@@ -10,8 +10,8 @@ import pytest
 
 from acp_driver.core import (
     CancelRequest,
-    Connection,
     EndOfInput,
+    Endpoint,
     ErrorResponse,
     Notification,
     ProtocolViolation,
@@ -21,7 +21,7 @@ from acp_driver.core import (
 )
 
 
-def replies(conn: Connection) -> list[Any]:
+def replies(conn: Endpoint) -> list[Any]:
     data = conn.data_to_send()
     return [json.loads(line) for line in data.splitlines()]  # not orjson: lone surrogates too
 
@@ -124,7 +124,7 @@ MALFORMED = [
 def test_malformed_input_is_answered_and_reported(
     line: bytes, reply: tuple[Any, int] | None, kind: Violation
 ) -> None:
-    conn = Connection()
+    conn = Endpoint()
     events = conn.receive_data(line + b"\n")
     assert len(events) == 1
     event = events[0]
@@ -144,7 +144,7 @@ def test_malformed_input_is_answered_and_reported(
 
 
 def test_oversized_line_is_answered_and_the_connection_survives() -> None:
-    conn = Connection(max_line_bytes=64)
+    conn = Endpoint(max_line_bytes=64)
     big = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"pad":"' + b"a" * 200 + b'"}}\n'
     events = conn.receive_data(big + b'{"jsonrpc":"2.0","id":2,"method":"x"}\n')
     assert isinstance(events[0], ProtocolViolation)
@@ -156,7 +156,7 @@ def test_oversized_line_is_answered_and_the_connection_survives() -> None:
 
 
 def test_valid_shapes() -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("fs/read_text_file", {"path": "/x"})
     conn.data_to_send()
     events = conn.receive_data(
@@ -175,7 +175,7 @@ def test_valid_shapes() -> None:
 
 
 def test_error_response_is_delivered() -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("x")
     events = conn.receive_data(
         b'{"jsonrpc":"2.0","id":%d,"error":{"code":-32000,"message":"auth","data":[1]}}\n' % rid
@@ -184,7 +184,7 @@ def test_error_response_is_delivered() -> None:
 
 
 def test_notifications_are_never_answered() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(
         b'{"jsonrpc":"2.0","method":"unknown/thing"}\n'
         b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":12345}}\n'
@@ -195,7 +195,7 @@ def test_notifications_are_never_answered() -> None:
 
 
 def test_batch_of_requests_is_answered_as_one_array_when_all_are_answered() -> None:
-    conn = Connection()
+    conn = Endpoint()
     events = conn.receive_data(
         b'[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},'
         b'{"jsonrpc":"2.0","id":2,"method":"b"}, 5]\n'
@@ -218,21 +218,21 @@ def test_batch_of_requests_is_answered_as_one_array_when_all_are_answered() -> N
 
 
 def test_batch_of_notifications_gets_no_reply() -> None:
-    conn = Connection()
+    conn = Endpoint()
     events = conn.receive_data(b'[{"jsonrpc":"2.0","method":"a"},{"jsonrpc":"2.0","method":"b"}]\n')
     assert events == [Notification("a"), Notification("b")]
     assert conn.data_to_send() == b""
 
 
 def test_batch_of_invalid_items_is_answered_at_once() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b"[1, 2]\n")
     batch = orjson.loads(conn.data_to_send())
     assert [r["error"]["code"] for r in batch] == [-32600, -32600]
 
 
 def test_responses_in_a_batch_resolve_our_requests() -> None:
-    conn = Connection()
+    conn = Endpoint()
     a = conn.send_request("a")
     b = conn.send_request("b")
     events = conn.receive_data(
@@ -243,7 +243,7 @@ def test_responses_in_a_batch_resolve_our_requests() -> None:
 
 
 def test_invalid_response_to_a_pending_request_fails_it() -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("x")
     (event,) = conn.receive_data(
         b'{"jsonrpc":"2.0","id":%d,"result":1,"error":{"code":1,"message":"m"}}\n' % rid
@@ -255,7 +255,7 @@ def test_invalid_response_to_a_pending_request_fails_it() -> None:
 
 
 def test_unknown_and_duplicate_responses_are_violations_not_crashes() -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("x")
     conn.data_to_send()
     conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"result":1}\n' % rid)
@@ -274,7 +274,7 @@ def test_unknown_and_duplicate_responses_are_violations_not_crashes() -> None:
 
 
 def test_duplicate_request_id_in_flight_is_refused_without_touching_the_first() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     (event,) = conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"b"}\n')
     assert isinstance(event, ProtocolViolation)
@@ -287,14 +287,14 @@ def test_duplicate_request_id_in_flight_is_refused_without_touching_the_first() 
 
 
 def test_id_may_be_reused_after_its_request_ended() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     conn.send_result(1, None)
     assert conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"b"}\n') == [Request(1, "b", None)]
 
 
 def test_eof_event() -> None:
-    conn = Connection()
+    conn = Endpoint()
     events = conn.receive_data(b'{"jsonrpc":"2.0","method":"tail"}')
     assert events == []
     assert conn.receive_data(b"") == [Notification("tail"), EndOfInput()]
@@ -302,7 +302,7 @@ def test_eof_event() -> None:
 
 
 def test_cancel_request_for_in_flight_request() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":"r","method":"slow"}\n')
     assert conn.receive_data(
         b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"r"}}\n'
@@ -318,7 +318,7 @@ def test_cancel_request_for_in_flight_request() -> None:
 def test_lone_surrogate_escapes_are_valid_json_on_every_kind_of_message() -> None:
     # RFC 8259 allows "\ud83d" alone; JavaScript's JSON.stringify emits it. orjson rejects it:
     # the fallback parser must read it (a request, a notification and a response).
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("x")
     conn.data_to_send()
     events = conn.receive_data(
@@ -337,7 +337,7 @@ def test_lone_surrogate_escapes_are_valid_json_on_every_kind_of_message() -> Non
 def test_a_string_that_is_not_unicode_is_sent_with_u_fffd() -> None:
     """Our own messages never carry a lone surrogate (strict peers refuse the whole line): it is
     replaced by U+FFFD, and the request goes out (core/_json.py)."""
-    conn = Connection()
+    conn = Endpoint()
     assert conn.send_request("x", {"t": "caf\udce9"}) == 1
     conn.send_notification("n", ["\ud83d"])
     assert (
@@ -350,7 +350,7 @@ def test_a_string_that_is_not_unicode_is_sent_with_u_fffd() -> None:
 
 
 def test_sending_a_value_that_is_not_json_fails_at_once_and_records_nothing() -> None:
-    conn = Connection()
+    conn = Endpoint()
     with pytest.raises(TypeError):
         conn.send_request("x", {"t": object()})
     assert len(conn.outgoing) == 0
@@ -361,7 +361,7 @@ def test_sending_a_value_that_is_not_json_fails_at_once_and_records_nothing() ->
 
 @pytest.mark.parametrize("wrong", [b"1.0", b'"1"', b'" 1"'])
 def test_a_response_id_that_only_looks_like_ours_fails_our_request_at_once(wrong: bytes) -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("x")
     assert rid == 1
     conn.data_to_send()
@@ -379,7 +379,7 @@ def test_a_response_id_that_only_looks_like_ours_fails_our_request_at_once(wrong
 
 
 def test_a_string_id_that_is_not_ours_is_an_unknown_response() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.send_request("x")
     (event,) = conn.receive_data(b'{"jsonrpc":"2.0","id":"abc","result":{}}\n')
     assert isinstance(event, ProtocolViolation)
@@ -388,7 +388,7 @@ def test_a_string_id_that_is_not_ours_is_an_unknown_response() -> None:
 
 
 def test_error_replies_to_garbage_are_bounded_and_a_valid_message_resets_the_bound() -> None:
-    conn = Connection(max_error_replies=3)
+    conn = Endpoint(max_error_replies=3)
     events = conn.receive_data(b"garbage\n" * 10)
     assert [e.replied for e in events if isinstance(e, ProtocolViolation)] == [True] * 3 + [False] * 7
     assert len(replies(conn)) == 3
@@ -398,7 +398,7 @@ def test_error_replies_to_garbage_are_bounded_and_a_valid_message_resets_the_bou
 
 
 def test_a_parse_error_quotes_the_start_of_its_line() -> None:
-    conn = Connection()
+    conn = Endpoint()
     (event,) = conn.receive_data(b"Starting agent v1.2 ..." + b"x" * 1000 + b"\n")
     assert isinstance(event, ProtocolViolation)
     assert event.line is not None
@@ -409,7 +409,7 @@ def test_a_parse_error_quotes_the_start_of_its_line() -> None:
 def test_a_peer_id_with_lone_surrogates_is_echoed_as_it_came() -> None:
     # Found by the fuzzer: echoing such an id used to raise inside receive_data (a crash of the
     # reader); an answer to a request with such an id could not be sent at all.
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":"\\ud83d","method":5}\n')  # invalid: echoes the id
     (reply,) = replies(conn)
     assert reply["id"] == "\ud83d"
@@ -425,7 +425,7 @@ def test_a_peer_id_beyond_64_bits_is_echoed_as_it_came() -> None:
     # Found by the fuzzer: the fallback parser reads big integers; echoing one crashed the reader.
     # (orjson reads them as floats: only a line it rejects, here for a lone surrogate, keeps them.)
     big = 2**70
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":5,"x":"\\ud83d"}\n' % big)
     conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":"m","x":"\\ud83d"}\n' % (big + 1))
     conn.send_result(big + 1, None)
@@ -435,7 +435,7 @@ def test_a_peer_id_beyond_64_bits_is_echoed_as_it_came() -> None:
 def test_a_reply_to_garbage_whose_detail_quotes_non_unicode_text_is_still_sent() -> None:
     # Found by the long fuzz run: a duplicate request id whose method had lone surrogates made
     # the reply's detail unencodable, which raised inside receive_data (the reader died).
-    conn = Connection()
+    conn = Endpoint()
     line = b'{"jsonrpc":"2.0","id":2,"method":"\\ud8a4","params":{}}\n'
     conn.receive_data(line)
     (event,) = conn.receive_data(line)
@@ -448,7 +448,7 @@ def test_a_reply_to_garbage_whose_detail_quotes_non_unicode_text_is_still_sent()
 def test_an_error_quoting_a_lone_surrogate_is_sent_with_u_fffd() -> None:
     """Our own text never carries a lone surrogate (core/_json.py): the method name the error
     quotes comes back with U+FFFD in its place, in the message and the data alike."""
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d"}\n')
     conn.send_error(1, -32601, "Method not found: \ud83d", {"method": "\ud83d"})
     (reply,) = replies(conn)
@@ -461,7 +461,7 @@ def test_an_error_quoting_a_lone_surrogate_is_sent_with_u_fffd() -> None:
 
 
 def test_an_error_whose_data_is_not_json_is_still_sent_without_its_data() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"x"}\n')
     conn.send_error(1, -32603, "Internal error", {"what": object()})
     (reply,) = replies(conn)

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from acp_driver.core import (
-    Connection,
+    Endpoint,
     Ignored,
     LocalProtocolError,
     Outcome,
@@ -18,7 +18,7 @@ from acp_driver.core import (
 
 
 def test_answering_twice_is_a_local_error() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     conn.send_result(1, "ok")
     with pytest.raises(LocalProtocolError, match="already ended"):
@@ -29,14 +29,14 @@ def test_answering_twice_is_a_local_error() -> None:
 
 
 def test_answering_an_unknown_id_is_a_local_error() -> None:
-    conn = Connection()
+    conn = Endpoint()
     with pytest.raises(LocalProtocolError, match="no incoming request"):
         conn.send_result(5, None)
     assert conn.data_to_send() == b""
 
 
 def test_an_unserializable_result_records_nothing() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     with pytest.raises(TypeError):
         conn.send_result(1, object())
@@ -46,7 +46,7 @@ def test_an_unserializable_result_records_nothing() -> None:
 
 
 def test_incoming_and_outgoing_ids_are_separate_namespaces() -> None:
-    conn = Connection()
+    conn = Endpoint()
     ours = conn.send_request("ours")
     assert conn.receive_data(b'{"jsonrpc":"2.0","id":%d,"method":"theirs"}\n' % ours) == [
         Request(ours, "theirs", None)
@@ -56,7 +56,7 @@ def test_incoming_and_outgoing_ids_are_separate_namespaces() -> None:
 
 
 def test_cancel_requested_is_kept_apart_from_the_outcome() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     conn.receive_data(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}\n')
     conn.send_result(1, {"partial": True})  # the handler chose to return a partial result
@@ -67,7 +67,7 @@ def test_cancel_requested_is_kept_apart_from_the_outcome() -> None:
 
 
 def test_cancelled_outcome_for_minus_32800() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     conn.send_cancelled(1)
     stone = conn.incoming.tombstone(1)
@@ -77,7 +77,7 @@ def test_cancelled_outcome_for_minus_32800() -> None:
 
 
 def test_late_cancel_and_repeated_cancel_are_quiet() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     cancel = b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}\n'
     conn.receive_data(cancel)
@@ -87,7 +87,7 @@ def test_late_cancel_and_repeated_cancel_are_quiet() -> None:
 
 
 def test_cancel_request_is_sent_once_and_late_reply_hits_the_tombstone() -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("slow")
     conn.data_to_send()
     assert conn.send_cancel_request(rid) is True
@@ -109,7 +109,7 @@ def test_cancel_request_is_sent_once_and_late_reply_hits_the_tombstone() -> None
 
 
 def test_cancel_for_an_unknown_id_is_reported_but_never_answered() -> None:
-    conn = Connection()
+    conn = Endpoint()
     (event,) = conn.receive_data(b'{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":42}}\n')
     assert isinstance(event, ProtocolViolation)
     assert event.kind is Violation.UNKNOWN_CANCEL_ID
@@ -118,7 +118,7 @@ def test_cancel_for_an_unknown_id_is_reported_but_never_answered() -> None:
 
 
 def test_tombstones_are_bounded() -> None:
-    conn = Connection(max_tombstones=3)
+    conn = Endpoint(max_tombstones=3)
     ids = [conn.send_request("x") for _ in range(5)]
     for rid in ids:
         conn.abandon(rid)
@@ -128,7 +128,7 @@ def test_tombstones_are_bounded() -> None:
 
 
 def test_a_result_without_jsonrpc_fails_the_request_it_names() -> None:
-    conn = Connection()
+    conn = Endpoint()
     rid = conn.send_request("x")
     (event,) = conn.receive_data(b'{"id":%d,"result":1}\n' % rid)
     assert isinstance(event, ProtocolViolation)
@@ -138,7 +138,7 @@ def test_a_result_without_jsonrpc_fails_the_request_it_names() -> None:
 
 
 def test_tombstones_forget_the_oldest_first() -> None:
-    conn = Connection(max_tombstones=3)
+    conn = Endpoint(max_tombstones=3)
     ids = [conn.send_request("x") for _ in range(6)]
     for rid in ids:
         conn.abandon(rid)
@@ -148,7 +148,7 @@ def test_tombstones_forget_the_oldest_first() -> None:
 
 
 def test_a_reused_incoming_id_keeps_its_new_tombstone_when_the_old_one_is_forgotten() -> None:
-    conn = Connection(max_tombstones=3)
+    conn = Endpoint(max_tombstones=3)
     conn.receive_data(b'{"jsonrpc":"2.0","id":"a","method":"m"}\n')
     conn.send_result("a", 1)  # "a" remembered (the oldest)
     conn.receive_data(b'{"jsonrpc":"2.0","id":"a","method":"again"}\n')  # the peer reuses "a"
@@ -164,7 +164,7 @@ def test_a_reused_incoming_id_keeps_its_new_tombstone_when_the_old_one_is_forgot
 
 
 def test_children_are_tracked_by_parent() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":"p","method":"session/prompt"}\n')
     a = conn.send_request("session/request_permission", parent="p")
     b = conn.send_request("fs/read_text_file", parent="p")
@@ -175,7 +175,7 @@ def test_children_are_tracked_by_parent() -> None:
 
 
 def test_nothing_can_be_sent_after_close() -> None:
-    conn = Connection()
+    conn = Endpoint()
     conn.receive_data(b'{"jsonrpc":"2.0","id":1,"method":"a"}\n')
     conn.close()
     with pytest.raises(LocalProtocolError):

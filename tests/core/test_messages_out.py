@@ -11,7 +11,7 @@ import json
 
 import orjson
 
-from acp_driver.core import Connection
+from acp_driver.core import Endpoint
 
 
 def assert_framed(messages: list[bytes]) -> None:
@@ -23,7 +23,7 @@ def assert_framed(messages: list[bytes]) -> None:
 
 
 def test_every_kind_of_outgoing_message_ends_with_one_newline() -> None:
-    core = Connection()
+    core = Endpoint()
     core.send_request("a", {"text": "line one\nline two"})  # escaped inside the JSON text
     core.send_notification("n", {"x": 1})
     rid = core.send_request("b")

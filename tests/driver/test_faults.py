@@ -33,6 +33,7 @@ from ._helpers import (
     close_and_check,
     pid_alive,
     read_pids,
+    reference,
     running,
     script,
     take,
@@ -430,3 +431,24 @@ async def test_request_timeout_holds_when_the_agent_stops_reading(tmp_path: Path
         finally:
             await close_and_check(agent)
         assert time.monotonic() - started < 5.0
+
+
+async def test_a_tracer_that_raises_never_breaks_the_connection(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A host's tracer is called for every message in and out; when it raises, the exception is
+    logged and the message goes on: the read loop, the request being sent and the turn carry on."""
+    calls = 0
+
+    def broken(direction: str, message: bytes) -> None:
+        nonlocal calls
+        calls += 1
+        raise RuntimeError("tracer bug")
+
+    async with running(reference("polite"), tracer=broken) as agent:
+        session = await agent.new_session(tmp_path)
+        result = await session.prompt("/stream 3 0")
+        assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+        await close_and_check(agent)
+    assert calls >= 9  # initialize, session/new, the prompt: each request and answer; 3 chunks
+    assert "the tracer failed (1 times so far)" in caplog.text

@@ -103,7 +103,11 @@ async def test_a_polite_agent_resolves_before_any_time_passes(tmp_path: Path) ->
         assert outcome.resolution is Resolution.CANCELLED
         assert outcome.resolved_by == "session_cancel"
         assert outcome.elapsed == 0.0
-        assert clock.next_deadline is None  # the $/cancel_request step was dropped
+        # The $/cancel_request step was dropped: no timer of the ladder waits on the clock (the
+        # only one left is initialize's request deadline, answered, dropped when it comes due).
+        assert turn.ladder is not None
+        assert turn.ladder.next_deadline() is None
+        assert clock.deadlines == [T0 + 30.0]  # launch's default init_timeout
         result = await turn
         assert result.stop_reason == "cancelled"
         assert result.cancel == outcome

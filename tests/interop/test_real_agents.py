@@ -225,6 +225,9 @@ async def test_codex_launched_cancels_a_turn_busy_on_its_model(
         agent = await launch(codex.argv, env=codex_env(tmp_path / "home", model.port), cwd=tmp_path)
         async with agent:
             assert agent.info.get("name") == "codex-acp", agent.info
+            # launch's default protocol="auto" asked for 2 with v1's field names too; this
+            # codex-acp speaks only v1 and answered 1: the same connection goes on in v1.
+            assert agent.protocol_version == 1
             await exercise(agent, model, tmp_path)
             assert codex_processes(), "the agent is not running"
     await eventually(lambda: not codex_processes(), "no codex-acp process left")

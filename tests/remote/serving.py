@@ -190,6 +190,11 @@ class HttpClient:
         async with asyncio.timeout(TIMEOUT):
             await started
 
+    def close_streams(self) -> None:
+        """Close every GET stream this client opened (the server sees the client go)."""
+        for task in self._tasks:
+            task.cancel()
+
     async def next(self, session_id: str | None = None) -> dict[str, Any]:
         async with asyncio.timeout(TIMEOUT):
             return await self.streams[session_id].get()

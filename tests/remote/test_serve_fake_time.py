@@ -19,7 +19,7 @@ from acp_driver.remote import RemoteServer, serve_agent, serve_command
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
-from .serving import WsClient, pid_gone, text_prompt
+from .serving import HttpClient, WsClient, pid_gone, text_prompt
 
 T0 = 1000.0
 BUDGET = 8.0
@@ -163,3 +163,27 @@ async def test_an_in_process_turn_that_ignores_its_cancel_is_answered_at_the_can
             # Let the turn go, whatever happened: a task that swallows every cancel would keep
             # the test's event loop from ever closing.
             Stubborn.released = True
+
+
+async def test_an_http_stream_closing_counts_as_activity_on_the_servers_clock() -> None:
+    """Over HTTP the idle time starts when the client's last stream closes -- measured on the
+    server's clock, like every other activity (a second clock here once ended connections late
+    or at once, depending on how the two clocks stood)."""
+    clock = FakeClock(T0)
+    async with (
+        asyncio.timeout(60),
+        server(serve_command(POLITE, port=0, idle_timeout=10.0, clock=clock), clock) as srv,
+        HttpClient.connect(srv.url) as client,
+    ):
+        await client.initialize()
+        await client.open_stream()
+        conn = await _one_connection(srv)
+        clock.advance_to(T0 + 20.0)
+        assert not conn.ending  # a stream is open: not idle, however long
+        client.close_streams()
+        await eventually(lambda: conn.streams_open == 0, "the stream to close on the server")
+        clock.advance_to(T0 + 29.0)
+        assert not conn.ending  # idle for 9 s since the stream closed
+        clock.advance_to(T0 + 31.0)
+        assert conn.ending
+        assert conn.end_reason == "idle for 10 s"

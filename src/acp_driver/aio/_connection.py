@@ -31,6 +31,7 @@ from ..core import (
     CancelRequest,
     ConnectionClosedError,
     EndOfInput,
+    Endpoint,
     ErrorResponse,
     Notification,
     ProtocolViolation,
@@ -45,7 +46,7 @@ from ..core import (
     Violation,
     worth_logging,
 )
-from ..core import Connection as CoreConnection
+from ._clock import Clock
 from ._deadlines import Deadlines
 from ._outbox import Outbox
 from ._requesting import PendingRequest, Requesting
@@ -54,6 +55,25 @@ from ._state import State
 from ._transport import Transport
 
 logger = logging.getLogger("acp_driver.connection")
+
+
+def _guarded(tracer: Tracer, name: str) -> Tracer:
+    """The tracer, made harmless: an exception it raises is logged (the first, then every
+    hundredth) and never reaches the read loop or the caller sending a message."""
+    failures = 0
+
+    def traced(direction: str, data: bytes) -> None:
+        nonlocal failures
+        try:
+            tracer(direction, data)
+        except Exception:
+            failures += 1
+            if failures == 1 or failures % 100 == 0:
+                logger.exception(
+                    "%s: the tracer failed (%d times so far); the message goes on", name, failures
+                )
+
+    return traced
 
 
 class Connection(Serving, Requesting):
@@ -74,16 +94,20 @@ class Connection(Serving, Requesting):
         json_default: Callable[[Any], Any] | None = None,
         tracer: Tracer | None = None,
         honour_cancel_request: bool = True,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
+        self.clock = clock
+        """What request deadlines and grace timers run on (None: the event loop's time); tests
+        inject a fake one."""
         self.max_message_bytes = max_line_bytes
         """The largest message a transport delivers (bigger ones are dropped and reported)."""
         self._honour_cancel_request = honour_cancel_request
-        self._core = CoreConnection(
+        self._core = Endpoint(
             max_line_bytes=max_line_bytes,
             max_tombstones=max_tombstones,
             default=json_default if json_default is not None else _json_default,
-            tracer=tracer,
+            tracer=None if tracer is None else _guarded(tracer, name),
         )
         self._outbox = Outbox(self._core, self.write_lost)
         self._close_timeout = close_timeout
@@ -133,7 +157,7 @@ class Connection(Serving, Requesting):
     # ------------------------------------------------------------------ introspection
 
     @property
-    def core(self) -> CoreConnection:
+    def core(self) -> Endpoint:
         """The sans-IO core (ledgers and state); read it, do not drive it."""
         return self._core
 

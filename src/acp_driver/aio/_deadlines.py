@@ -18,7 +18,10 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from ._clock import Clock, Timer
 
 
 class Expiring(Protocol):
@@ -37,15 +40,22 @@ COMPACT_MIN = 1024
 class Deadlines(Generic[T]):
     """Calls ``expired(item)`` once an item's deadline has passed, unless it is ``done()`` by then."""
 
-    __slots__ = ("_at", "_buckets", "_compact_at", "_expired", "_loop", "_size", "_time", "_timer")
+    __slots__ = ("_at", "_buckets", "_call_at", "_compact_at", "_expired", "_size", "_time", "_timer")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, expired: Callable[[T], None]) -> None:
-        self._loop = loop
-        # asyncio's own loops tell time with time.monotonic(): call it without the method's frame.
-        self._time = time.monotonic if type(loop).time is asyncio.BaseEventLoop.time else loop.time
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, expired: Callable[[T], None], clock: Clock | None = None
+    ) -> None:
+        self._call_at: Callable[[float, Callable[[], object]], Timer]
+        if clock is not None:  # an injected clock (tests run it on fake time)
+            self._time = clock.now
+            self._call_at = clock.call_at
+        else:
+            # asyncio's own loops tell time with time.monotonic(): call it without the method's frame.
+            self._time = time.monotonic if type(loop).time is asyncio.BaseEventLoop.time else loop.time
+            self._call_at = loop.call_at
         self._expired = expired
         self._buckets: dict[float, deque[T]] = {}
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._at = 0.0
         self._size = 0
         self._compact_at = COMPACT_MIN
@@ -102,7 +112,7 @@ class Deadlines(Generic[T]):
         if self._timer is not None:
             self._timer.cancel()
         self._at = at
-        self._timer = self._loop.call_at(at, self._expire)
+        self._timer = self._call_at(at, self._expire)
 
     def _expire(self) -> None:
         self._timer = None

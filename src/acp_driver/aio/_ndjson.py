@@ -55,7 +55,7 @@ class NdjsonTransport:
     # -- Transport
 
     def send(self, messages: list[bytes]) -> None:
-        # Each message already ends with its newline (see ``core.Connection.messages_to_send``).
+        # Each message already ends with its newline (see ``core.Endpoint.messages_to_send``).
         self._write.write(messages[0] if len(messages) == 1 else b"".join(messages))
 
     def close_write(self) -> None:

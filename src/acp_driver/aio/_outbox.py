@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from ..core import Connection as CoreConnection
+from ..core import Endpoint
 from ._transport import Transport
 
 
@@ -35,7 +35,7 @@ class Outbox:
         "transport",
     )
 
-    def __init__(self, core: CoreConnection, on_lost: Callable[[BaseException | None], None]) -> None:
+    def __init__(self, core: Endpoint, on_lost: Callable[[BaseException | None], None]) -> None:
         self._core = core
         self._on_lost = on_lost
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -19,16 +19,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import (
-    Connection as CoreConnection,
-)
-from ..core import (
     ConnectionClosedError,
+    Endpoint,
     ErrorResponse,
     RequestCancelledError,
     RequestId,
     RequestTimeoutError,
     error_from_object,
 )
+from ._clock import Clock, Timer
 from ._context import current
 from ._deadlines import Deadlines
 from ._outbox import Outbox
@@ -58,7 +57,7 @@ class PendingRequest(asyncio.Future[Any]):
     grace: float = 0.0
     """How long a cancelled caller keeps waiting for the peer's answer."""
     giving_up: bool = False
-    timer: asyncio.TimerHandle | None = None
+    timer: Timer | None = None
     """The grace being waited out, if any (cancelled when the answer comes)."""
     on_result: Callable[[Any], object] | None = None
     """Called with the result as the peer's answer is read (see ``request_nowait``)."""
@@ -87,9 +86,10 @@ class PendingRequest(asyncio.Future[Any]):
 class Requesting:
     """Mixin of ``Connection``: our requests and notifications (see the module docstring)."""
 
-    _core: CoreConnection
+    _core: Endpoint
     _outbox: Outbox
     _loop: asyncio.AbstractEventLoop | None
+    clock: Clock | None
     _waiters: dict[RequestId, PendingRequest]
     state: State
     _deadlines: Deadlines[PendingRequest] | None
@@ -183,7 +183,7 @@ class Requesting:
             deadlines = self._deadlines
             if deadlines is None:
                 assert self._loop is not None
-                deadlines = self._deadlines = Deadlines(self._loop, self._time_out)
+                deadlines = self._deadlines = Deadlines(self._loop, self._time_out, self.clock)
             deadlines.add(timeout, fut)  # nothing to remove when answered: see ``Deadlines``
         return fut
 
@@ -234,8 +234,15 @@ class Requesting:
         for its answer up to the grace (the caller gets its CancelledError after that)."""
         if self._core.send_cancel_request(fut.rid):
             self._outbox.schedule()
+        fut.timer = self._call_later(fut.grace, fut.stop_waiting)
+
+    def _call_later(self, delay: float, callback: Callable[[], object]) -> Timer:
+        """A grace timer, on the injected clock if there is one (else the loop's)."""
+        clock = self.clock
+        if clock is not None:
+            return clock.call_at(clock.now() + delay, callback)
         assert self._loop is not None
-        fut.timer = self._loop.call_later(fut.grace, fut.stop_waiting)
+        return self._loop.call_later(delay, callback)
 
     def _finished(self, fut: PendingRequest) -> None:
         # The deadline needs no removal: ``Deadlines`` skips a future that is done.
@@ -257,9 +264,8 @@ class Requesting:
             f"{fut.method} timed out after {fut.timeout}s; $/cancel_request sent", {"requestId": rid}
         )
         if fut.timeout_grace > 0 and self.is_open:
-            assert self._loop is not None
             self._expired[rid] = error
-            fut.timer = self._loop.call_later(fut.timeout_grace, self._fail, fut, error)
+            fut.timer = self._call_later(fut.timeout_grace, lambda: self._fail(fut, error))
         else:
             self._fail(fut, error)
 

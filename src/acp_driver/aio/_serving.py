@@ -26,8 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core import CancelRequest, ErrorCode, InFlight, Request, RequestId, RpcError
-from ..core import Connection as CoreConnection
+from ..core import CancelRequest, Endpoint, ErrorCode, InFlight, Request, RequestId, RpcError
 from ._context import RequestContext, current
 from ._outbox import Outbox
 from ._state import State
@@ -49,7 +48,7 @@ class Serving:
     """Mixin of ``Connection``: the peer's requests and notifications (see the module docstring)."""
 
     name: str
-    _core: CoreConnection
+    _core: Endpoint
     _outbox: Outbox
     _loop: asyncio.AbstractEventLoop | None
     _honour_cancel_request: bool

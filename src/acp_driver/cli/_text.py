@@ -14,6 +14,10 @@ On a console, ``shown(text)``:
 - C1 controls (U+0080 to U+009F: 8-bit CSI and OSC, which some terminals obey) become U+FFFD:
   they have no picture. So does a lone surrogate (``"\\ud800"``: valid JSON, which JavaScript
   agents emit, but not Unicode, and no encoding can write it): the core's ``printable``.
+- Explicit bidirectional embeddings, overrides and isolates (U+202A to U+202E, U+2066 to U+2069)
+  become U+FFFD too: on a terminal that applies them, an override reorders what follows it (a
+  tool's title ``rm -rf /\u202e...`` shown as something else). The implicit marks (LRM, RLM,
+  ALM), which right-to-left text uses, stay.
 
 As JSON (``--json`` events, ``check --json``), ``json_text(value)`` keeps the agent's data exact,
 by the core's rule for relayed text (``encode_relayed``): a lone surrogate is written as its
@@ -35,14 +39,14 @@ from ..core import encode_relayed, printable
 
 _PICTURES = {code: chr(0x2400 + code) for code in range(0x20)}
 _PICTURES[0x7F] = "\u2421"
-_REPLACED = {code: "\ufffd" for code in range(0x80, 0xA0)}
+_REPLACED = {code: "\ufffd" for code in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
 _ONE_LINE = {**_PICTURES, **_REPLACED}
 del _ONE_LINE[0x09]  # a tab is harmless
 _MULTI_LINE = dict(_ONE_LINE)
 del _MULTI_LINE[0x0A]
 
-_UNSAFE_ONE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
-_UNSAFE_MULTI_LINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_UNSAFE_ONE_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_MULTI_LINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _C1 = re.compile("[\x80-\x9f]")
 
 

@@ -17,7 +17,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AgentTurnMachine",
             "AgentTurnState",
         ),
-        "._connection": ("Connection",),
+        "._endpoint": ("Endpoint",),
         "._errors": (
             "AcpError",
             "ConnectionClosedError",
@@ -96,8 +96,8 @@ if TYPE_CHECKING:
     from ._agent_turn import AgentTurnEvent as AgentTurnEvent
     from ._agent_turn import AgentTurnMachine as AgentTurnMachine
     from ._agent_turn import AgentTurnState as AgentTurnState
-    from ._connection import Connection as Connection
     from ._connection_end import ConnectionEndMachine as ConnectionEndMachine
+    from ._endpoint import Endpoint as Endpoint
     from ._errors import AcpError as AcpError
     from ._errors import ConnectionClosedError as ConnectionClosedError
     from ._errors import ErrorCode as ErrorCode

@@ -110,7 +110,7 @@ class Batch:
 
 
 class Receiving:
-    """Mixin of ``Connection``: the peer's messages in, events out (see the module docstring)."""
+    """Mixin of ``Endpoint``: the peer's messages in, events out (see the module docstring)."""
 
     _framer: LineFramer
     _tracer: Tracer | None
@@ -122,7 +122,7 @@ class Receiving:
     _garbage_run: int
     heard_valid: bool
 
-    if TYPE_CHECKING:  # the sending half (``Connection``)
+    if TYPE_CHECKING:  # the sending half (``Endpoint``)
 
         def _emit(self, data: bytes) -> None: ...
 

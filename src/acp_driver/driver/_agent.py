@@ -170,7 +170,7 @@ class AgentHandle:
             raise AgentStartError("empty agent command")
         label = name or os.path.basename(argv[0])
         sink, owned = open_trace(trace, role="host", agent=list(argv))
-        connection = Connection(name=label, tracer=wire_tracer(tracer, sink))
+        connection = Connection(name=label, tracer=wire_tracer(tracer, sink), clock=clock)
         if sink is not None:
             follow_connection(connection, sink, owned)
         try:

@@ -135,7 +135,7 @@ async def connect(
 
     label = name or url
     sink, owned = open_trace(trace, role="host", agent=[url], headers=dict(headers or {}))
-    connection = Connection(name=label, tracer=wire_tracer(tracer, sink))
+    connection = Connection(name=label, tracer=wire_tracer(tracer, sink), clock=clock)
     if sink is not None:
         follow_connection(connection, sink, owned)
     try:

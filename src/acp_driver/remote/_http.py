@@ -261,7 +261,7 @@ async def _stream(
             await gone
         http.attached.discard(key)
         conn.streams_open -= 1
-        conn.last_activity = loop.time()
+        conn.last_activity = conn.clock.now()  # the idle sweep's clock
 
 
 async def _delete(server: RemoteServer, scope: Scope, send: Send) -> None:

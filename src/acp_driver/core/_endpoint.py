@@ -42,7 +42,7 @@ DEFAULT_MAX_ERROR_REPLIES = 32
 answering it (it is still reported)."""
 
 
-class Connection(Receiving):
+class Endpoint(Receiving):
     """One end of a JSON-RPC 2.0 connection, without I/O.
 
     Feed messages with ``receive_messages`` (``receive_eof`` at end of input) -- or NDJSON bytes
