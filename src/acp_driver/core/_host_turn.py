@@ -28,8 +28,8 @@ How an ending maps to a ``Resolution`` (``resolve``):
 What the result says happened (``attribute``, decided once, when the turn resolves):
 
 - ``cancelled_by``: for a ``CANCELLED`` turn, who cancelled it -- ``host`` (the host asked,
-  closed the session, or abandoned the prompt) or ``agent`` (stop reason ``cancelled`` or ``-32800`` that nobody here
-  asked for); None for any other resolution;
+  closed the session, or abandoned the prompt) or ``agent`` (stop reason ``cancelled`` or
+  ``-32800`` that nobody here asked for); None for any other resolution;
 - ``resolved_by``: for a cancelled-by-the-host turn, the ladder step that took effect (the last
   one taken before the end); ``ignored`` when the agent ended the turn on its own terms after
   the cancel (``COMPLETED`` with another stop reason: it ignored the cancel, or finished first);
