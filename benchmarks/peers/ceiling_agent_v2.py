@@ -55,7 +55,9 @@ class Agent(V1Agent):
             super().handle(msg)
 
     def update(self, sid: Any, update: dict[str, Any]) -> None:
-        self.send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}})
+        self.send(
+            {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": update}}
+        )
 
     def state(self, sid: Any, state: str, stop_reason: str | None = None) -> None:
         update: dict[str, Any] = {"sessionUpdate": "state_update", "state": state}
@@ -67,7 +69,9 @@ class Agent(V1Agent):
         sid = params.get("sessionId")
         self.messages += 1
         user_id = f"u{self.messages}"
-        self.update(sid, {"sessionUpdate": "user_message", "messageId": user_id, "content": params.get("prompt", [])})
+        self.update(
+            sid, {"sessionUpdate": "user_message", "messageId": user_id, "content": params.get("prompt", [])}
+        )
         self.state(sid, "running")
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"messageId": user_id}})
         self.loop.create_task(self.run_turn(sid, params))

@@ -46,7 +46,9 @@ class BenchV2Agent:
     def on_connect(self, conn: Any) -> None:
         self.conn = conn
 
-    async def initialize(self, protocol_version: int, info: Any, capabilities: Any = None, **kwargs: Any) -> Any:
+    async def initialize(
+        self, protocol_version: int, info: Any, capabilities: Any = None, **kwargs: Any
+    ) -> Any:
         return schema.InitializeResponse(
             protocol_version=v2.PROTOCOL_VERSION,
             info=schema.Implementation(name="bench-sdk-v2-agent", version="0"),

@@ -30,6 +30,7 @@ async def main() -> None:
     agent = await launch(agent_override(cfg) or AGENT, protocol=2)
     assert agent.protocol_version == 2, agent.protocol_version
     session = await agent.new_session(tempfile.gettempdir())
+    await session.prompt(f"/stream {cfg['warmup']} 0")  # warm-up turn, as every v2 runner
 
     async def stream() -> dict[str, float]:
         n = cfg["stream"]

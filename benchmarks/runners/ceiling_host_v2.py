@@ -79,6 +79,10 @@ async def main() -> None:
             "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
         )[1]
 
+    warmup = client.on_update = Turn(loop)  # warm-up turn, as every v2 runner
+    await prompt(f"/stream {cfg['warmup']} 0")
+    await warmup.idle
+
     async def stream() -> dict[str, float]:
         n = cfg["stream"]
         turn = client.on_update = Turn(loop)

@@ -49,9 +49,12 @@ class BenchClient:
             self.chunks += 1
             if self.first_chunk is not None and not self.first_chunk.done():
                 self.first_chunk.set_result(None)
-        elif isinstance(update, schema.IdleSessionStateUpdate):
-            if self.idle is not None and not self.idle.done():
-                self.idle.set_result(update.stop_reason)
+        elif (
+            isinstance(update, schema.IdleSessionStateUpdate)
+            and self.idle is not None
+            and not self.idle.done()
+        ):
+            self.idle.set_result(update.stop_reason)
 
     async def request_permission(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -79,6 +82,11 @@ async def main() -> None:
 
     def text(t: str) -> list[Any]:
         return [schema.TextContentBlock(type="text", text=t)]
+
+    client.expect_turn()  # warm-up turn, as every v2 runner
+    assert client.idle is not None
+    await conn.prompt(session_id=sid, prompt=text(f"/stream {cfg['warmup']} 0"))
+    await client.idle
 
     async def stream() -> dict[str, float]:
         n = cfg["stream"]

@@ -73,6 +73,9 @@ await app.connectWith(stream, async (ctx) => {
   if (init.protocolVersion !== 2) throw new Error(`the agent did not answer ACP v2: ${JSON.stringify(init)}`);
   const session = await ctx.buildSession(os.tmpdir()).start();
 
+  await session.prompt(`/stream ${cfg.warmup} 0`); // warm-up turn, as every v2 runner
+  await untilIdle(session);
+
   await measure("stream_v2", async () => {
     const n = cfg.stream;
     const t0 = now();
