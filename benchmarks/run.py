@@ -524,7 +524,8 @@ def run_runner(job: Job, cfg: dict[str, Any], rep: int, timeout: float) -> dict[
             "crashed": f"timed out after {timeout:.0f} s",
             "stderr": str(exc.stderr)[-2000:],
         }
-    (logs / f"{impl}-{mode}-{rep + 1}.log").write_text(proc.stderr)
+    v2 = "-v2" if protocol == 2 else ""
+    (logs / f"{impl}-{mode}{v2}-{rep + 1}.log").write_text(proc.stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {
