@@ -29,7 +29,7 @@ class Agent(V1Agent):
         super().__init__(loop, done)
         self.messages = 0
 
-    def handle(self, msg: dict) -> None:
+    def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
         if method == "initialize":
             self.send(
@@ -44,7 +44,7 @@ class Agent(V1Agent):
                 }
             )
         elif method == "session/cancel":
-            sid = (msg.get("params") or {}).get("sessionId")
+            sid = str((msg.get("params") or {}).get("sessionId"))
             turn = self.turns.pop(sid, None)
             if turn is not None:
                 _message_id, handle = turn
@@ -65,8 +65,8 @@ class Agent(V1Agent):
             update["stopReason"] = stop_reason
         self.update(sid, update)
 
-    def prompt(self, rid: object, params: dict) -> None:
-        sid = params.get("sessionId")
+    def prompt(self, rid: object, params: dict[str, Any]) -> None:
+        sid = str(params.get("sessionId"))
         self.messages += 1
         user_id = f"u{self.messages}"
         self.update(
@@ -74,9 +74,9 @@ class Agent(V1Agent):
         )
         self.state(sid, "running")
         self.send({"jsonrpc": "2.0", "id": rid, "result": {"messageId": user_id}})
-        self.loop.create_task(self.run_turn(sid, params))
+        self.loop.create_task(self.run_work(sid, params))
 
-    async def run_turn(self, sid: Any, params: dict) -> None:  # type: ignore[override]
+    async def run_work(self, sid: str, params: dict[str, Any]) -> None:
         message_id = f"a{self.messages}"
         text = "\n".join(b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text")
         for line in text.splitlines():
