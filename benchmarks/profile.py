@@ -96,7 +96,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("workload", choices=harness.WORKLOADS)
+    parser.add_argument("workload", choices=[w for w in harness.WORKLOADS if not harness.bench_v2.is_v2(w)])
     parser.add_argument("--impl", default="acp-driver", choices=["acp-driver", "ceiling"])
     parser.add_argument("--scale", type=float, default=20.0, help="multiply the full sizes (default 20)")
     parser.add_argument("--rate", type=int, default=400, help="py-spy samples per second")

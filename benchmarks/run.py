@@ -53,6 +53,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import v2 as bench_v2  # noqa: E402 - the ACP v2 rows (benchmarks/v2.py)
+
 ROOT = HERE.parent
 WORK = HERE / ".work"
 RUNNERS = HERE / "runners"
@@ -77,7 +80,19 @@ ALIASES = {
     "sdk-old": f"sdk-{SDK_OLD}",
     "sdk-new": f"sdk-{SDK_NEW}",
 }
-WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "cold", "storm", "ignored", "hang", "ctrl_c"]
+WORKLOADS = [
+    "seq",
+    "conc1k",
+    "conc10k",
+    "stream",
+    "cancel",
+    "cold",
+    "storm",
+    "ignored",
+    "hang",
+    "ctrl_c",
+    *bench_v2.WORKLOADS,
+]
 MODES = ["pair", "host", "agent", "cli"]
 PREFIX = {"pair": "", "host": "host:", "agent": "agent:", "cli": "cli:"}
 # The workloads of the host-only and agent-only pairings (RSS is measured in every run).
@@ -85,8 +100,8 @@ SPLIT_WORKLOADS = ["seq", "conc1k", "conc10k", "stream", "cancel", "storm"]
 # What each pairing runs: ``cli`` is acp-driver's CLI (``acp-driver run``) with each column's agent.
 MODE_WORKLOADS = {
     "pair": [w for w in WORKLOADS if w != "ctrl_c"],
-    "host": SPLIT_WORKLOADS,
-    "agent": SPLIT_WORKLOADS,
+    "host": [*SPLIT_WORKLOADS, *bench_v2.WORKLOADS],
+    "agent": [*SPLIT_WORKLOADS, *bench_v2.WORKLOADS],
     "cli": ["ctrl_c"],
 }
 # What each column's agent calls its extension methods (the ceiling host needs them in agent rows).
@@ -102,6 +117,7 @@ WORK_UNITS: dict[str, tuple[str, Any]] = {
     "ignored": ("resolved", lambda c: 1),
     "hang": ("resolved", lambda c: 1),
     "ctrl_c": ("cancelled", lambda c: c["ctrl_c"]),
+    **bench_v2.WORK_UNITS,
 }
 
 SIZES: dict[str, dict[str, Any]] = {
@@ -214,6 +230,7 @@ CHART_BASE_LABELS = {
     "hang_s": "hung agent\nkilled",
     "ctrl_c_p50_ms": "Ctrl-C → result\np50",
     "ctrl_c_p99_ms": "Ctrl-C → result\np99",
+    **bench_v2.CHART_LABELS,
 }
 CHART_GROUPS = {
     "pair": "each host with its own agent",
@@ -299,7 +316,7 @@ def rows(cfg: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
             False,
         ),
     ]
-    return pair + split + cli
+    return bench_v2.with_rows(pair + split + cli, cfg)  # each v2 row next to its v1 row
 
 
 # ---------------------------------------------------------------------------- environments
@@ -489,7 +506,11 @@ def run_runner(job: Job, cfg: dict[str, Any], rep: int, timeout: float) -> dict[
     impl, mode, cmd, env, extra = job
     logs = WORK / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    workloads = [w for w in cfg["workloads"] if w in MODE_WORKLOADS[mode]]
+    protocol = extra.get("protocol", 1)
+    workloads = job_workloads(job, cfg)
+    if not cmd:  # a column that cannot run these workloads at all (no v2 in SDK 0.12.1)
+        na = {w: why for w, why in extra.get("na", {}).items() if w in workloads}
+        return {"impl": impl, "mode": mode, "protocol": protocol, "results": {}, "na": na, "work": {}}
     na = split_na(impl, mode)
     full = [*cmd, "--config", json.dumps(dict(cfg, workloads=[w for w in workloads if w not in na], **extra))]
     log(f"run {rep + 1}: {impl} ({mode})")
@@ -503,7 +524,8 @@ def run_runner(job: Job, cfg: dict[str, Any], rep: int, timeout: float) -> dict[
             "crashed": f"timed out after {timeout:.0f} s",
             "stderr": str(exc.stderr)[-2000:],
         }
-    (logs / f"{impl}-{mode}-{rep + 1}.log").write_text(proc.stderr)
+    v2 = "-v2" if protocol == 2 else ""
+    (logs / f"{impl}-{mode}{v2}-{rep + 1}.log").write_text(proc.stderr)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         return {
@@ -515,11 +537,18 @@ def run_runner(job: Job, cfg: dict[str, Any], rep: int, timeout: float) -> dict[
     data: dict[str, Any] = json.loads(lines[-1])
     data["impl"] = impl
     data["mode"] = mode
+    data["protocol"] = protocol
     data["seconds"] = round(time.monotonic() - started, 2)
     if mode != "pair":
         data["na"] = {w: why for w, why in data.get("na", {}).items() if w in workloads}
         data["na"].update({w: why for w, why in na.items() if w in cfg["workloads"]})
     return data
+
+
+def job_workloads(job: Job, cfg: dict[str, Any]) -> list[str]:
+    """The selected workloads a job runs: its pairing's, of its protocol version."""
+    v2 = job[4].get("protocol", 1) == 2
+    return [w for w in cfg["workloads"] if w in MODE_WORKLOADS[job[1]] and bench_v2.is_v2(w) == v2]
 
 
 def prefixed(run: dict[str, Any]) -> dict[str, Any]:
@@ -540,7 +569,8 @@ def check_work(
             if "crashed" in run:
                 continue
             mode = run.get("mode", "pair")
-            workloads = MODE_WORKLOADS[mode]
+            v2 = run.get("protocol", 1) == 2
+            workloads = [w for w in MODE_WORKLOADS[mode] if bench_v2.is_v2(w) == v2]
             skipped = set(run.get("na", {})) | set(run.get("errors", {}))
             for w in workloads:
                 if w not in WORK_UNITS or w not in cfg["workloads"] or w in skipped:
@@ -794,6 +824,11 @@ def main(argv: list[str] | None = None) -> int:
         help="write benchmarks/.work/results-partial.json only",
     )
     parser.add_argument(
+        "--write-v2",
+        action="store_true",
+        help="write this run as the ACP v2 comparison: results.json's \"v2\" key and the doc's v2 block",
+    )
+    parser.add_argument(
         "--src",
         type=Path,
         default=None,
@@ -849,7 +884,12 @@ def main(argv: list[str] | None = None) -> int:
     log(f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start']}; sizes: {json.dumps(cfg)}")
 
     timeout = 180.0 if opts.quick else 1200.0
-    round_jobs = jobs(impls, modes, impl_cmds)
+    ceiling = commands(["ceiling"])["ceiling"]
+    round_jobs = [
+        job
+        for job in [*jobs(impls, modes, impl_cmds), *bench_v2.jobs(impls, modes, impl_cmds, ceiling)]
+        if job_workloads(job, cfg)
+    ]
     runs: dict[str, list[dict[str, Any]]] = {impl: [] for impl in impls}
     for rep in range(repeat):
         for job in round_jobs:
@@ -924,7 +964,13 @@ def main(argv: list[str] | None = None) -> int:
         "status": status,
         "runs": runs,
     }
+    if opts.write_v2:
+        md = bench_v2.markdown(command, info, doc, header, table, na_notes, rows(cfg), render_markdown)
+        bench_v2.write(RESULTS, DOC, doc, md)
+        log(f"wrote the v2 comparison into {RESULTS.relative_to(ROOT)} and {DOC.relative_to(ROOT)}")
     if write_official:
+        if RESULTS.exists() and "v2" in (old := json.loads(RESULTS.read_text())):
+            doc["v2"] = old["v2"]  # the v2 comparison keeps its own run (--write-v2)
         RESULTS.write_text(json.dumps(doc, indent=2) + "\n")
         log(f"wrote {RESULTS.relative_to(ROOT)}")
         chart_note = ""

@@ -1736,6 +1736,48 @@ MUTATIONS = [
         "            tracer=tracer,\n",
         ("tests/driver/test_faults.py::test_a_tracer_that_raises_never_breaks_the_connection",),
     ),
+    Mutation(
+        "bench-v2-cancel-confirmed-acp",
+        "benchmarks: acp-driver's v2 cancel row counts a cancel only when the idle says cancelled",
+        "../../benchmarks/runners/acp_driver_host_v2.py",
+        '            cancelled += (\n                result.stop_reason == "cancelled"\n'
+        "                and outcome.resolution is Resolution.CANCELLED\n"
+        '                and outcome.resolved_by == "session_cancel"\n            )\n',
+        "            cancelled += 1\n",
+        ("tests/test_benchmarks_smoke.py::test_a_v2_cancel_counts_only_when_the_idle_says_cancelled",),
+    ),
+    Mutation(
+        "bench-v2-cancel-confirmed-ceiling",
+        "benchmarks: the ceiling's v2 cancel row counts a cancel only when the idle says cancelled",
+        "../../benchmarks/runners/ceiling_host_v2.py",
+        '            cancelled += stop_reason == "cancelled"\n',
+        "            cancelled += 1\n",
+        ("tests/test_benchmarks_smoke.py::test_a_v2_cancel_counts_only_when_the_idle_says_cancelled",),
+    ),
+    Mutation(
+        "bench-v2-stream-counts-chunks-acp",
+        "benchmarks: acp-driver's v2 stream row counts the agent_message_chunk updates the app saw",
+        "../../benchmarks/runners/acp_driver_host_v2.py",
+        '            chunks += update.kind == "agent_message_chunk"\n',
+        "            chunks += 0\n",
+        ("tests/test_benchmarks_smoke.py::test_every_column_does_the_same_work",),
+    ),
+    Mutation(
+        "bench-v2-stream-counts-chunks-ceiling",
+        "benchmarks: the ceiling's v2 stream row counts the agent_message_chunk updates it read",
+        "../../benchmarks/runners/ceiling_host_v2.py",
+        "            self.chunks += 1\n",
+        "",
+        ("tests/test_benchmarks_smoke.py::test_every_column_does_the_same_work",),
+    ),
+    Mutation(
+        "bench-v2-stream-end-turn",
+        "benchmarks: the v2 stream row is a number only when its turn idled with end_turn",
+        "../../benchmarks/runners/acp_driver_host_v2.py",
+        '        assert result.stop_reason == "end_turn", result\n',
+        "",
+        ("tests/test_benchmarks_smoke.py::test_a_v2_stream_must_end_in_an_idle_end_turn",),
+    ),
 ]
 
 
