@@ -1,0 +1,128 @@
+"""Mutations of the host driver (v1): turns, fences, permissions, the ladder's rungs."""
+
+from __future__ import annotations
+
+from ._base import Mutation
+
+MUTATIONS = [
+    Mutation(
+        "host-permission-cancelled-on-cancel",
+        "spec MUST (prompt-turn.mdx): the client answers pending permission requests cancelled",
+        "driver/_routing.py",
+        '            if turn is not None and turn.cancel_requested and not withdrawn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        "",
+        ("tests/driver/test_reference_behaviors.py::test_cancel_answers_pending_permission",),
+    ),
+    Mutation(
+        "host-permission-cancelled-after-cancel",
+        "spec MUST: a permission request arriving after the cancel is answered cancelled",
+        "driver/_routing.py",
+        '        # Spec: pending permission requests of a cancelled turn are answered "cancelled".\n        if turn is not None and turn.cancel_requested:\n            return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        "",
+        ("tests/driver/test_ladder_fake_time.py",),
+    ),
+    Mutation(
+        "cleanup-not-refused",
+        "an agent cleaning up during a cancel is not refused (terminal output/wait/kill/release)",
+        "driver/_routing.py",
+        "        if turn is None or method in CLEANUP_METHODS:",
+        "        if turn is None:",
+        (
+            "tests/driver/test_ladder_fake_time.py::test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled",
+        ),
+    ),
+    Mutation(
+        "cleanup-terminals-kept",
+        "a cancelled turn's terminals are killed at once but kept for the agent's cleanup",
+        "driver/_prompt_turn.py",
+        '            kill_owner = getattr(terminals, "kill_owner", None)',
+        "            kill_owner = None",
+        (
+            "tests/driver/test_ladder_fake_time.py::test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled",
+        ),
+    ),
+    Mutation(
+        "ladder-kill",
+        "a turn whose agent ignores every cancel is ended by SIGKILL of the agent's group",
+        "driver/_process_peer.py",
+        "    def kill(self) -> None:\n        self.process.kill()\n",
+        "    def kill(self) -> None:\n        pass\n",
+        ("tests/driver/test_ladder_fake_time.py",),
+    ),
+    Mutation(
+        "ladder-session-cancel",
+        "the ladder starts with session/cancel",
+        "driver/_peer.py",
+        '                conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": session_id})\n',
+        "                pass\n",
+        ("tests/driver/test_ladder_fake_time.py",),
+    ),
+    Mutation(
+        "remote-ladder-close-rung",
+        "the ladder's TERMINATE rung closes a remote agent's connection",
+        "driver/_network_peer.py",
+        '        self._agent.spawn(self.transport.aclose(self.close_grace), "close the connection")\n',
+        "        pass\n",
+        (
+            "tests/remote/test_connect_profiles.py::test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung",
+        ),
+    ),
+    Mutation(
+        "fence-answered-prompt",
+        "an update after its turn's prompt was answered is late, never the turn's",
+        "driver/_prompt_turn.py",
+        "        return answer is None or answer.done()\n",
+        "        return answer is None\n",
+        ("tests/driver/test_faults.py::test_update_in_the_same_read_as_an_error_answer_is_late",),
+    ),
+    Mutation(
+        "start-names-exit-status",
+        "an agent that exits at once is reported with its exit status, whatever failed first",
+        "driver/_agent.py",
+        "                why = self._exit_reason if isinstance(exc, AgentExitedError) and self._exit_reason else exc\n",
+        "                why = exc\n",
+        ("tests/cli/test_clear_errors.py::test_an_agent_that_exits_at_once_is_reported_with_its_status",),
+    ),
+    Mutation(
+        "start-aborted-abandons-initialize",
+        "a start aborted by a signal leaves no unretrieved initialize answer (no asyncio report)",
+        "driver/_agent.py",
+        "                _abandon(answer)  # the start was aborted (a signal): nobody reads this answer\n",
+        "",
+        ("tests/cli/test_signals.py::test_a_signal_while_the_agent_initializes_aborts_at_once",),
+    ),
+    Mutation(
+        "otel-trace-context-in-meta",
+        "OpenTelemetry: the turn's trace context goes to the agent in the prompt's _meta",
+        "driver/_prompt_turn.py",
+        '            params["_meta"] = meta  # W3C trace context (spec: extensibility.mdx, _meta)\n',
+        "            pass\n",
+        ("tests/trace/test_otel.py::test_the_trace_context_crosses_the_wire_in_meta",),
+    ),
+    Mutation(
+        "permission-policy-swallowing-the-cancel",
+        "spec MUST (prompt-turn.mdx): a pending permission is answered cancelled even when the policy swallows the cancel",
+        "driver/_routing.py",
+        '        if turn is not None and turn.cancel_requested:\n            return {"outcome": dict(CANCELLED_OUTCOME)}\n        return {"outcome": validate_outcome(outcome, request)}\n',
+        '        return {"outcome": validate_outcome(outcome, request)}\n',
+        (
+            "tests/driver/test_reference_behaviors.py::test_a_policy_that_swallows_the_cancel_still_answers_cancelled",
+        ),
+    ),
+    Mutation(
+        "unknown-update-kind-is-the-sessions",
+        "an update of a kind the version does not know is kept as the session's, never late",
+        "driver/_session.py",
+        "            if update.kind not in turn_kinds:  # about the session (or unknown): valid any time\n",
+        '            if update.kind not in turn_kinds and update.kind != "unknown":\n',
+        ("tests/driver/test_faults.py::test_updates_after_the_response_are_late",),
+    ),
+    Mutation(
+        "host-close-marks-the-hosts-cancel",
+        "host: the turns a session.close() cancels were cancelled by the host (cancelled_by), not the agent",
+        "driver/_session.py",
+        "                turn.closed_by_host()\n",
+        "                pass\n",
+        ("tests/driver/test_v2_host.py::test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host",),
+    ),
+]

@@ -1,0 +1,153 @@
+"""Mutations of the reference agent, the trace, services and the benchmarks' self-checks."""
+
+from __future__ import annotations
+
+from ._base import Mutation
+
+MUTATIONS = [
+    Mutation(
+        "reference-sleep-invalid-params",
+        "reference agent: _acp_driver/sleep with a non-number ms is -32602, not -32603",
+        "reference_agent.py",
+        "    if type(ms) not in (int, float) or not 0 <= ms < 86_400_000:  # bool and NaN are not ms\n",
+        "    if False:\n",
+        ("tests/agent/test_odd_text.py::test_sleep_with_a_bad_ms_is_invalid_params",),
+    ),
+    Mutation(
+        "trace-redact-secret-keys",
+        "trace: a value under a key naming a secret never reaches the file",
+        "trace/_redact.py",
+        "            if isinstance(key, str) and _SECRET_KEY.search(key) and not _is_count(item):\n",
+        "            if False:\n",
+        ("tests/trace/test_recorder.py::test_credentials_and_environments_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-redact-auth-params",
+        "trace: an authentication request keeps only its methodId",
+        "trace/_redact.py",
+        '        out["params"] = {**kept, **{k: REDACTED for k in params if k != "methodId"}}\n',
+        "",
+        ("tests/trace/test_recorder.py::test_credentials_and_environments_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-redact-auth-answer",
+        "trace: the answer to an authentication request is replaced whole",
+        "trace/_recorder.py",
+        '                    message = {**message, "result": REDACTED} if "result" in message else message\n',
+        "                    pass\n",
+        ("tests/trace/test_recorder.py::test_credentials_and_environments_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-redact-environment",
+        "trace: environments and headers keep their names, never their values",
+        "trace/_redact.py",
+        '            elif key in ("env", "environment", "headers"):\n',
+        "            elif False:\n",
+        ("tests/trace/test_recorder.py::test_credentials_and_environments_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-redact-argv",
+        "trace: the value after a command-line option naming a secret is replaced",
+        "trace/_redact.py",
+        "            hide_next = True\n",
+        "            hide_next = False\n",
+        ("tests/trace/test_recorder.py::test_credentials_and_environments_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-size-cap",
+        "trace: the file stops at its size cap, with a note",
+        "trace/_recorder.py",
+        "        if self._written + len(line) > self.max_bytes - _NOTE_ROOM:\n",
+        "        if False:\n",
+        ("tests/trace/test_recorder.py::test_the_file_stops_at_its_size_cap_with_a_note",),
+    ),
+    Mutation(
+        "trace-written-per-event",
+        "trace: each event is written when it happens (a killed recorder loses nothing)",
+        "trace/_recorder.py",
+        "            view = memoryview(line)\n            while view:\n                view = view[os.write(fd, view) :]\n",
+        "            self.__dict__.setdefault('held', []).append(line)\n",
+        (
+            "tests/trace/test_recorder.py::test_every_line_written_survives_the_recording_process_being_killed",
+        ),
+    ),
+    Mutation(
+        "trace-page-escapes-text",
+        "timeline page: what the agent sent is text, never markup",
+        "trace/_html.py",
+        "    return html.escape(str(text), quote=True)\n",
+        "    return str(text)\n",
+        (
+            "tests/trace/test_lifecycle.py::test_the_page_holds_agent_text_as_text",
+            "tests/trace/test_timeline_browser.py::test_the_page_renders_without_errors_network_or_agent_code",
+        ),
+    ),
+    Mutation(
+        "trace-page-escapes-data",
+        "timeline page: the hover data cannot close its script element",
+        "trace/_html.py",
+        '    data = data.replace(b"<", b"\\\\u003c").replace(b">", b"\\\\u003e").replace(b"&", b"\\\\u0026")\n',
+        "",
+        ("tests/trace/test_timeline_browser.py::test_the_page_renders_without_errors_network_or_agent_code",),
+    ),
+    Mutation(
+        "trace-late-tool-call",
+        "trace reader: an update of an earlier turn's tool call is late, as the driver says",
+        "trace/_model.py",
+        "            if isinstance(call, str) and call not in turn.tool_calls and earlier:\n",
+        "            if False:\n",
+        (
+            "tests/trace/test_lifecycle.py::test_updates_after_the_answer_are_late_on_the_turn_they_came_after",
+        ),
+    ),
+    Mutation(
+        "reference-agent-command-words",
+        "the reference agent splits a command line as shlex does (quotes keep words together)",
+        "reference_agent.py",
+        "    if line.isascii() and _NOT_PLAIN.isdisjoint(line):\n",
+        "    if line.isascii():\n",
+        ("tests/agent/test_reference_commands.py",),
+    ),
+    Mutation(
+        "bench-v2-cancel-confirmed-acp",
+        "benchmarks: acp-driver's v2 cancel row counts a cancel only when the idle says cancelled",
+        "../../benchmarks/runners/acp_driver_host_v2.py",
+        '            cancelled += (\n                result.stop_reason == "cancelled"\n'
+        "                and outcome.resolution is Resolution.CANCELLED\n"
+        '                and outcome.resolved_by == "session_cancel"\n            )\n',
+        "            cancelled += 1\n",
+        ("tests/test_benchmarks_smoke.py::test_a_v2_cancel_counts_only_when_the_idle_says_cancelled",),
+    ),
+    Mutation(
+        "bench-v2-cancel-confirmed-ceiling",
+        "benchmarks: the ceiling's v2 cancel row counts a cancel only when the idle says cancelled",
+        "../../benchmarks/runners/ceiling_host_v2.py",
+        '            cancelled += stop_reason == "cancelled"\n',
+        "            cancelled += 1\n",
+        ("tests/test_benchmarks_smoke.py::test_a_v2_cancel_counts_only_when_the_idle_says_cancelled",),
+    ),
+    Mutation(
+        "bench-v2-stream-counts-chunks-acp",
+        "benchmarks: acp-driver's v2 stream row counts the agent_message_chunk updates the app saw",
+        "../../benchmarks/runners/acp_driver_host_v2.py",
+        '            chunks += update.kind == "agent_message_chunk"\n',
+        "            chunks += 0\n",
+        ("tests/test_benchmarks_smoke.py::test_every_column_does_the_same_work",),
+    ),
+    Mutation(
+        "bench-v2-stream-counts-chunks-ceiling",
+        "benchmarks: the ceiling's v2 stream row counts the agent_message_chunk updates it read",
+        "../../benchmarks/runners/ceiling_host_v2.py",
+        "            self.chunks += 1\n",
+        "",
+        ("tests/test_benchmarks_smoke.py::test_every_column_does_the_same_work",),
+    ),
+    Mutation(
+        "bench-v2-stream-end-turn",
+        "benchmarks: the v2 stream row is a number only when its turn idled with end_turn",
+        "../../benchmarks/runners/acp_driver_host_v2.py",
+        '        assert result.stop_reason == "end_turn", result\n',
+        "",
+        ("tests/test_benchmarks_smoke.py::test_a_v2_stream_must_end_in_an_idle_end_turn",),
+    ),
+]

@@ -1,0 +1,175 @@
+"""Mutations of ACP v2 in both roles: spans, held prompts, idle cancelled, resume, close."""
+
+from __future__ import annotations
+
+from ._base import Mutation
+
+MUTATIONS = [
+    Mutation(
+        "v2-agent-cancelled-whatever-the-handler-did",
+        "spec MUST (v2 prompt-lifecycle.mdx): a cancelled span ends with an idle stopReason cancelled",
+        "agent/_spans.py",
+        '            stop = "cancelled"\n        else:\n',
+        '            stop = self._stop_reason(task.result()) if task.done() and not task.cancelled() and task.exception() is None else "cancelled"\n        else:\n',
+        ("tests/agent/test_v2_runtime.py::test_a_cancelled_span_ends_cancelled_whatever_the_handler_does",),
+    ),
+    Mutation(
+        "v2-agent-held-prompts-cancelled",
+        "v2: session/cancel answers every prompt held at that moment -32800",
+        "agent/_spans.py",
+        "            if task is not None and not task.done():\n                task.cancel(reason)\n",
+        "            pass\n",
+        ("tests/agent/test_v2_runtime.py::test_held_prompts_cancels_and_withdrawals",),
+    ),
+    Mutation(
+        "v2-agent-close-idle-before-answer",
+        "v2 (CloseSessionRequest): the idle cancelled comes before session/close's answer",
+        "agent/_spans.py",
+        "        if turn is not None and turn.span is not None:\n            await wait_on(\n",
+        "        if False:\n            await wait_on(\n",
+        (
+            "tests/agent/test_v2_runtime.py::test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after",
+        ),
+    ),
+    Mutation(
+        "v2-agent-resume-snapshot",
+        "v2 (ResumeSessionResponse): a state snapshot after the replay, before the answer",
+        "agent/_spans.py",
+        "        await self.snapshot(session)\n        return extra\n",
+        "        return extra\n",
+        ("tests/agent/test_v2_runtime.py::test_resume_replays_then_snapshots_then_answers",),
+    ),
+    Mutation(
+        "v2-agent-requires-action",
+        "v2: requires_action while a permission question is pending",
+        "agent/_turn.py",
+        '            await spans.set_state(self.session, "requires_action")\n',
+        "            pass\n",
+        (
+            "tests/agent/test_v2_runtime.py::test_a_permission_makes_the_state_requires_action_and_a_cancel_withdraws_it",
+        ),
+    ),
+    Mutation(
+        "v2-agent-error-stop-reason",
+        "v2: a handler that raises ends its span with stopReason error, never a JSON-RPC error",
+        "agent/_spans.py",
+        '                stop, error = "error", exc.to_error()\n',
+        "                raise\n",
+        (
+            "tests/agent/test_v2_runtime.py::test_a_handler_that_raises_ends_its_span_with_error_not_a_json_rpc_error",
+        ),
+    ),
+    Mutation(
+        "v2-host-fallback-to-v1",
+        "v2 host: auto falls back to v1 after a -32022 naming 1",
+        "driver/_agent.py",
+        "            response = await self._ask_initialize(self._initialize_params(spoken[-1], both=False), timeout)\n",
+        "            raise AgentStartError(str(exc)) from exc\n",
+        ("tests/driver/test_v2_host.py::test_an_agent_refusing_the_version_with_its_list_is_asked_again",),
+    ),
+    Mutation(
+        "v2-host-held-prompt-is-not-ended-by-an-earlier-idle",
+        "v2 host: an idle ends only the turns inserted (and worked) before it",
+        "core/_spans.py",
+        "            if key in self._worked\n",
+        "            if True\n",
+        (
+            "tests/core/test_spans.py",
+            "tests/driver/test_v2_host.py::test_held_prompts_are_turns_of_their_own_in_order",
+        ),
+    ),
+    Mutation(
+        "v2-host-resume-snapshot-not-a-completion",
+        "v2 host: a resume's idle snapshot never ends a turn",
+        "core/_spans.py",
+        "        if self.resuming:\n            return  # an idle snapshot",
+        "        if False:\n            return  # an idle snapshot",
+        ("tests/core/test_spans.py::test_while_resuming_state_updates_are_snapshots",),
+    ),
+    Mutation(
+        "v2-host-withdraw-held",
+        "v2 host: cancelling a held prompt withdraws it ($/cancel_request), no session/cancel",
+        "driver/_prompt_turn.py",
+        "                self.agent.connection.cancel_request(self.request_id)\n",
+        "                pass\n",
+        (
+            "tests/driver/test_v2_host.py::test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else",
+        ),
+    ),
+    Mutation(
+        "v2-host-agent-gone-ends-the-turn",
+        "v2 host: an agent gone mid-span ends its turns (the prompt was answered at insertion)",
+        "driver/_agent.py",
+        "                turn.gone(self.peer.error(reason))\n",
+        "                pass\n",
+        ("tests/driver/test_v2_host.py::test_an_agent_gone_mid_span_resolves_the_turn",),
+    ),
+    Mutation(
+        "v2-host-withdrawn-permission-cancelled-outcome",
+        "v2 host: a permission the agent withdraws is answered with the cancelled outcome",
+        "driver/_routing.py",
+        '            if session.spans is not None and withdrawn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        "",
+        ("tests/driver/test_v2_host.py",),
+    ),
+    Mutation(
+        "v2-host-tool-call-cancel-only-where-advertised",
+        "v2 (CancelToolCallRequest): clients MUST NOT send tool_call/cancel unless the tool call advertises it",
+        "driver/_session.py",
+        "        if not self.cancellable.get(entity_id):\n",
+        "        if False:\n",
+        ("tests/driver/test_v2_host.py::test_a_tool_call_advertising_cancel_is_cancelled_alone",),
+    ),
+    Mutation(
+        "v2-resume-replay-of-a-held-session",
+        "v2 agent runtime: a resume of a session it holds gives the agent that resume's params "
+        "(its replayFrom: the history is replayed before the snapshot)",
+        "agent/_spans.py",
+        "                session.params = params  # what the agent reads: replayFrom, the roots\n",
+        "                pass\n",
+        (
+            "tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",
+            "tests/agent/test_runtime_v2.py::test_the_reference_agent_replays_on_a_resume_of_a_session_it_holds",
+        ),
+    ),
+    Mutation(
+        "v2-host-withdrawal-waits-for-the-answer",
+        "v2 host: a held prompt's withdrawal waits for the agent's answer (an agent may ignore it and insert the prompt)",
+        "driver/_prompt_turn.py",
+        "                self.agent.connection.cancel_request(self.request_id)\n",
+        "                self.prompt_answer.cancel() if self.prompt_answer is not None else None\n",
+        (
+            "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
+        ),
+    ),
+    Mutation(
+        "v2-host-withdrawn-prompt-inserted-is-cancelled",
+        "v2 host: a prompt inserted although the host withdrew it is cancelled at once (session/cancel)",
+        "driver/_prompt_turn.py",
+        "            spans.cancel_sent([self])\n            self._observe(Observation(Seen.CANCEL))\n",
+        "",
+        (
+            "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
+        ),
+    ),
+    Mutation(
+        "v2-host-collateral-prompts-sent-again",
+        "v2 host: a cancel never touches a prompt sent after it (held prompts its session/cancel refused are sent again)",
+        "driver/_prompt_turn.py",
+        "                    held._collateral = True  # sent after this prompt: not this cancel's\n",
+        "                    pass\n",
+        (
+            "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
+        ),
+    ),
+    Mutation(
+        "host-v2-config-value-type",
+        "v2 host: session/set_config_option carries the value's type (the schema requires it)",
+        "driver/_session.py",
+        '            params["type"] = "boolean" if isinstance(value, bool) else "id"\n',
+        "",
+        (
+            "tests/cli/test_run_reports.py::test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it",
+        ),
+    ),
+]
