@@ -1,7 +1,7 @@
 """Answers each prompt, then keeps sending updates of the turn after the response (a peer violation).
 
 Turn 1: a chunk (messageId m1) and a tool call ``call_1`` left in progress, the response, a
-late chunk of m1, and an update of a kind v1 does not know (``notice``: the session's, never
+late chunk of m1, and an update of a kind v1 does not know (``x_vendor_status``: the session's, never
 late). With ``ACP_TEST_LATE_MODE=same_write`` the response and the late chunk go out in a single
 write (the host reads them in one chunk); ``same_write_error`` does the same with an error answer
 (-32603) instead of a result; with ``delayed`` (default) the late chunk follows 0.3 s after the
@@ -41,7 +41,7 @@ while (msg := _acp.next_prompt(stream)) is not None:
         if mode == "same_write_error":
             response = {"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32603, "message": "failed"}}
         late = _acp.chunk(sid, "late after turn 1", "m1")
-        notice = _acp.update(sid, {"sessionUpdate": "notice", "message": "not part of the history"})
+        notice = _acp.update(sid, {"sessionUpdate": "x_vendor_status", "message": "not part of the history"})
         if mode in ("same_write", "same_write_error"):
             _acp.send(response, late, notice)
         else:
