@@ -191,7 +191,8 @@ async def test_updates_after_the_response_are_late(tmp_path: Path) -> None:
         await eventually(lambda: session.late_updates >= 1, "the late chunk")
         # An update of a kind this version does not know is the session's: kept, never late.
         await eventually(
-            lambda: any(u.session_update == "x_vendor_status" for u in session.session_updates), "the unknown kind"
+            lambda: any(u.session_update == "x_vendor_status" for u in session.session_updates),
+            "the unknown kind",
         )
         assert session.late_updates == 1
         assert [u.raw["content"]["text"] for u in first.late_updates] == ["late after turn 1"]

@@ -459,3 +459,31 @@ async def test_a_client_gives_its_token_from_the_environment_not_the_command_lin
         _, err = await asyncio.wait_for(refused.communicate(), 60)
         assert refused.returncode != 0
         assert "401" in err.decode()
+
+
+async def test_a_refused_request_says_its_connection_closes(tmp_path: Any) -> None:
+    """A request refused before its body is read (here: no token) is answered with
+    ``Connection: close`` and the connection closed: a client that reused it would race the
+    server closing it ("server disconnected without sending a response", seen under load)."""
+    token_file = tmp_path / "token"
+    token_file.write_text("t0ken\n")
+    token_file.chmod(0o600)
+    async with ServeProcess.start("--token-file", str(token_file)) as serve:
+        host, port = serve.url.split("//")[1].split("/")[0].rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            # The headers only: the body (declared) is still to come when the refusal is sent.
+            writer.write(
+                f"POST /acp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(INIT)}\r\n\r\n".encode()
+            )
+            await writer.drain()
+            async with asyncio.timeout(30):
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower()
+                assert head.startswith("http/1.1 401"), head
+                assert "\r\nconnection: close\r\n" in head, head
+                length = int(head.split("content-length: ")[1].split("\r\n")[0])
+                await reader.readexactly(length)
+                assert await reader.read() == b""  # and the server closes it
+        finally:
+            writer.close()

@@ -329,4 +329,12 @@ MUTATIONS = [
             "tests/remote/test_serve_fake_time.py::test_an_http_stream_closing_counts_as_activity_on_the_servers_clock",
         ),
     ),
+    Mutation(
+        "serve-refusal-closes-the-connection",
+        "serve: a request refused before its body is read says Connection: close (no reuse race)",
+        "remote/_server.py",
+        '            await respond_error(send, status, message, [*headers, (b"connection", b"close")])\n',
+        "            await respond_error(send, status, message, headers)\n",
+        ("tests/remote/test_serve_security.py::test_a_refused_request_says_its_connection_closes",),
+    ),
 ]

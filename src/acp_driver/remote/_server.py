@@ -344,7 +344,9 @@ class RemoteServer:
         refusal = self.refusal(scope)
         if refusal is not None:
             status, message, headers = refusal
-            await respond_error(send, status, message, headers)
+            # The body was not read: the connection cannot carry another request safely (a
+            # client reusing it races the server closing it), so say it closes.
+            await respond_error(send, status, message, [*headers, (b"connection", b"close")])
             return
         await serve_http(self, scope, receive, send)
 
