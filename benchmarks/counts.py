@@ -297,12 +297,12 @@ def main() -> int:
         print("strace not found (Debian package 'strace')", file=sys.stderr)
         return 2
     if opts.src is not None:
-        harness.SRC = opts.src.resolve()
+        harness.use_src(opts.src.resolve())
     impls = [harness.ALIASES.get(x.strip(), x.strip()) for x in opts.only.split(",") if x.strip()]
     impls = [i for i in harness.IMPLS if i in impls]
     modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
     workloads = [w.strip() for w in opts.workloads.split(",") if w.strip()]
-    for tree in (harness.SRC, HERE / "runners", HERE / "peers", PROBE):
+    for tree in (harness.environment.SRC, HERE / "runners", HERE / "peers", PROBE):
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)], capture_output=True)
     host_cmds = harness.commands(sorted(set(impls) | {"ceiling"}))
     round_jobs = [j for j in harness.jobs(impls, modes, host_cmds) if j[0] in impls]

@@ -107,7 +107,7 @@ def main() -> int:
     parser.add_argument("--src", type=Path, default=None, help="profile acp_driver from this source tree")
     opts = parser.parse_args()
     if opts.src is not None:
-        harness.SRC = opts.src.resolve()
+        harness.use_src(opts.src.resolve())
 
     cmd, env = harness.commands([opts.impl])[opts.impl]
     cfg = scaled(opts.workload, opts.scale if not opts.memory else 1.0)

@@ -38,8 +38,9 @@ from acp_driver.driver import (
 
 from ..waiting import eventually
 from ..wire import first_update
-from .conftest import SdkPeer, Trace
+from .pipe_peer import Trace
 from .schema_check import assert_conforms
+from .sdk_peers import SdkPeer
 
 pytestmark = pytest.mark.interop
 

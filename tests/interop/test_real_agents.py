@@ -30,7 +30,8 @@ from acp_driver.driver import AgentMessageChunk, RemoteAgent, Resolution, connec
 
 from ..remote.serving import ServeProcess, descendants
 from ..waiting import eventually
-from .conftest import CODEX_ACP_PACKAGE, CODEX_ACP_VERSION, InstallError, NpmAgent, PeerInstaller, not_run
+from .installs import CODEX_ACP_PACKAGE, CODEX_ACP_VERSION, InstallError, NpmAgent, PeerInstaller
+from .sdk_peers import not_run
 
 pytestmark = pytest.mark.interop
 

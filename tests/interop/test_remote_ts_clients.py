@@ -26,7 +26,9 @@ import pytest
 
 from ..remote.serving import descendants, pid_gone
 from ..waiting import eventually
-from .conftest import PEERS_DIR, PeerInstaller, TypeScriptSdk, run_script, typescript_sdk_or_skip
+from .installs import PeerInstaller, TypeScriptSdk
+from .peer_scripts import run_script
+from .sdk_peers import PEERS_DIR, typescript_sdk_or_skip
 
 pytestmark = pytest.mark.interop
 

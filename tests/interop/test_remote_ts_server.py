@@ -45,7 +45,8 @@ from ..fakeclock import FakeClock
 from ..remote.test_connect_profiles import BUDGET, T0
 from ..waiting import eventually
 from ..wire import Wire, first_update
-from .conftest import PEERS_DIR, PeerInstaller, TypeScriptSdk, typescript_sdk_or_skip
+from .installs import PeerInstaller, TypeScriptSdk
+from .sdk_peers import PEERS_DIR, typescript_sdk_or_skip
 
 pytestmark = pytest.mark.interop
 

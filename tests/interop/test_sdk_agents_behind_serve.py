@@ -19,7 +19,7 @@ from acp_driver.driver import AgentMessageChunk, ClientServices, PermissionReque
 
 from ..remote.serving import ServeProcess, descendants
 from ..waiting import eventually
-from .conftest import SdkPeer
+from .sdk_peers import SdkPeer
 
 pytestmark = pytest.mark.interop
 

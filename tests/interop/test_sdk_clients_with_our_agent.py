@@ -20,8 +20,9 @@ import pytest
 
 from acp_driver.core import ErrorCode
 
-from .conftest import PEERS_DIR, ScriptRun, SdkPeer, read_agent_trace, run_script
+from .peer_scripts import ScriptRun, read_agent_trace, run_script
 from .schema_check import assert_conforms
+from .sdk_peers import PEERS_DIR, SdkPeer
 
 pytestmark = pytest.mark.interop
 

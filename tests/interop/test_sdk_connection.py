@@ -18,7 +18,7 @@ from acp_driver.aio import current_request
 from acp_driver.core import ConnectionClosedError, ErrorCode, RequestTimeoutError, RpcError
 
 from ..waiting import eventually
-from .conftest import Peer
+from .pipe_peer import Peer
 
 pytestmark = pytest.mark.interop
 

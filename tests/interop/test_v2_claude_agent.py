@@ -30,8 +30,9 @@ from acp_driver.driver import AgentMessageChunk, Resolution, launch
 
 from ..remote.serving import descendants
 from ..waiting import eventually
-from .conftest import NpmAgent, V2Sdk
 from .fake_anthropic import Endless, FakeAnthropic, Request, Step, ToolUse, Words
+from .installs import NpmAgent
+from .sdk_peers import V2Sdk
 from .v2_plan import Plan, PlanRun, run_plan
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]

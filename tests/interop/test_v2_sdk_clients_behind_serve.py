@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from ..remote.serving import ServeProcess
-from .conftest import V2Sdk
 from .schema_check_v2 import V2Schema, assert_conforms_v2
+from .sdk_peers import V2Sdk
 from .test_v2_sdk_clients_with_our_agent import agent_side, check_span, error_code
 from .v2_plan import Plan, run_plan
 

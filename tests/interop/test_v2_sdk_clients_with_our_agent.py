@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import PEERS_DIR, V2Sdk
 from .schema_check_v2 import V2Schema, assert_conforms_v2
+from .sdk_peers import PEERS_DIR, V2Sdk
 from .v2_plan import Plan, PlanRun, run_plan
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
@@ -241,7 +241,7 @@ async def test_our_runtime_ends_spans_cancelled_whatever_the_handler_did(
     """Handlers that swallow their cancellation or ignore it, and one that raises: the SDK client
     sees idle ``cancelled`` (the second after our runtime's cancel timeout, with nothing of the
     handler after it) and idle ``error``."""
-    from .conftest import v2_sdk_or_skip
+    from .sdk_peers import v2_sdk_or_skip
 
     client = v2_sdk_or_skip(interop_peers, kind)
     plan = (

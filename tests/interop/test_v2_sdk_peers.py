@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import PeerInstaller, V2Sdk, v2_sdk_or_skip
+from .installs import PeerInstaller
+from .sdk_peers import V2Sdk, v2_sdk_or_skip
 from .v2_plan import Plan, PlanRun, run_plan
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]

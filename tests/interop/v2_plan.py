@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import ScriptRun, V2Sdk, run_script
+from .peer_scripts import ScriptRun, run_script
+from .sdk_peers import V2Sdk
 
 Record = dict[str, Any]
 
