@@ -178,7 +178,7 @@ async def _order(opts: argparse.Namespace, probe: Probe, sid: str, asking: _Aski
     if ended is not None or asking.withdrawn:
         how = describe_idle(ended) if ended is not None else "its permission request withdrawn"
         await probe.wait_for(lambda: all(reply(probe, x.id) for x in pair) or None, opts.timeout)
-        return f"the work that asked permission ended ({how}) before the two prompts were both sent"
+        return f"the work that asked permission ended ({how}) before the audit answered it: the two prompts sent meanwhile may not have been held at once"
     await probe.wait_for(lambda: all(reply(probe, x.id) for x in pair) or None, opts.timeout)
     last = reply(probe, pair[-1].id)
     if last is not None and "result" in last.message:
