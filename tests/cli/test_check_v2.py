@@ -343,6 +343,22 @@ MISBEHAVIOURS = [
 ]
 
 
+def test_the_order_of_held_prompts_unseen_is_no_pass() -> None:
+    # The order is seen only with two prompts held at once, sent while a work waits for the
+    # audit's permission answer: a --permission-prompt that asks nothing leaves it unseen, even
+    # for an agent that inserts newest first (two prompts sent after a cancel may be read after
+    # the cancelled work ended: one held prompt is inserted the same either way).
+    for agent in (QUIRKY_V2, [*QUIRKY_V2, "--lifo"]):
+        _, doc = check("--protocol", "2", "--permission-prompt", "hello", agent=agent)
+        held = by_rule(doc)[HELD_RULE]
+        if "out of order" in held["evidence"]:  # the prompts after the cancel were both held
+            assert agent[-1] == "--lifo"
+            continue
+        assert held["result"] == "skip", held
+        assert "not answered while the work ran on" in held["evidence"], held
+        assert "the order of insertion not seen: the --permission-prompt's work ended" in held["evidence"]
+
+
 @pytest.mark.parametrize(("agent", "expected"), MISBEHAVIOURS)
 def test_each_v2_misbehaviour_is_caught_by_its_rule(
     agent: list[str], expected: dict[str, tuple[str, str]]

@@ -255,9 +255,17 @@ MUTATIONS = [
         "check-v2-held-in-order",
         "check v2: held prompts are inserted in the order sent",
         "cli/_check_v2_held.py",
-        "    if len(inserted) == len(later) and inserted[0].index > inserted[1].index:\n",
+        "    if inserted[0].index > inserted[1].index:\n",
         "    if False:\n",
         ("tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[lifo]",),
+    ),
+    Mutation(
+        "check-v2-held-order-unseen",
+        "check v2: no pass for the order of held prompts unless two were held at the same moment",
+        "cli/_check_v2_held.py",
+        "    if isinstance(order, str):\n        return CheckResult(HELD_RULE, MUST, SKIP,",
+        "    if False:\n        return CheckResult(HELD_RULE, MUST, SKIP,",
+        ("tests/cli/test_check_v2.py::test_the_order_of_held_prompts_unseen_is_no_pass",),
     ),
     Mutation(
         "check-v2-withdraw-held-answered",

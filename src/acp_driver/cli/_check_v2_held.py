@@ -2,7 +2,12 @@
 
 - a prompt sent while the session works is **held** (not answered: it is not inserted) and
   inserted later, in the order sent (prompt-lifecycle.mdx; ``PromptResponse``: the answer means
-  inserted, "not that the prompt was merely received or held");
+  inserted, "not that the prompt was merely received or held"). The order is judged only where
+  two prompts were held at the same moment: sent while a work waits for the audit's answer to
+  its permission request (the agent reads them before that answer: one stream, in order). Two
+  prompts sent while some work merely happens to run show nothing about order (the work may end
+  before the agent reads the second, and one held prompt is inserted the same first-in or
+  last-in);
 - ``$/cancel_request`` on a held prompt is answered ``-32800`` (cancellation.mdx: one answer for
   the cancelled request) without touching the running work;
 - ``session/cancel`` cancels "a session's foreground work and its prompts not yet inserted"
@@ -13,9 +18,12 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
+from typing import Any
 
 from .. import protocol as p
+from ..aio import current_request
 from ._check_rules import FAIL, MUST, PASS, SKIP, CheckResult
 from ._check_spans import (
     USER_MESSAGE,
@@ -49,6 +57,8 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     ``$/cancel_request`` is answered ``-32800`` and the work runs on; ``session/cancel`` answers
     the others ``-32800``; two prompts sent right after the cancel are inserted, in order."""
     rules = (HELD_RULE, WITHDRAW_HELD_RULE, CANCEL_HELD_RULE, LATER_PROMPT_RULE)
+    asking = _Asking()
+    probe.permission_handler = asking.hold
     sid = await probe.ready()
     work = await send_prompt(probe, opts.busy_prompt)
     found = await wait_busy_v2(opts, probe, work)
@@ -108,8 +118,72 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     else:
         cancel_held = _cancel_held_verdict(probe, held, pending, cancel_sent)
     later_verdict = _later_verdict(opts, probe, later, cancel_sent, end)
-    held_verdict = _held_verdict(probe, held, later, not_held, ran_on, end, watched)
+    order = await _order(opts, probe, sid, asking)
+    held_verdict = _held_verdict(probe, held, later, not_held, ran_on, end, watched, order)
     return [held_verdict, withdraw, cancel_held, later_verdict]
+
+
+class _Asking:
+    """The audit's side of the agent's permission requests in this check: each is held until
+    ``release`` (then answered with a reject option: nothing is run), its arrival recorded."""
+
+    def __init__(self) -> None:
+        self.asked: list[float] = []
+        self.withdrawn = False
+        self.release = asyncio.Event()
+
+    async def hold(self, params: Any) -> Any:
+        self.asked.append(time.monotonic())
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            ctx = current_request()
+            if ctx is not None and ctx.cancel_requested:
+                self.withdrawn = True
+            raise
+        options = params.get("options") if isinstance(params, dict) else None
+        for option in options if isinstance(options, list) else []:
+            if isinstance(option, dict) and str(option.get("kind", "")).startswith("reject"):
+                return {"outcome": {"outcome": "selected", "optionId": option.get("optionId")}}
+        return {"outcome": {"outcome": "cancelled"}}
+
+
+async def _order(opts: argparse.Namespace, probe: Probe, sid: str, asking: _Asking) -> list[Prompt] | str:
+    """Two prompts held at the same moment, then inserted: the ``--permission-prompt``'s work
+    waits for the audit's answer to its permission request; both prompts are sent meanwhile and
+    only then is it answered (after them on the same stream: the agent has read both while the
+    work still waited, so both were held at once). Returns the two prompts, or why the order
+    could not be seen (the order is then not judged)."""
+    asking.release.clear()
+    since = len(asking.asked)
+    work = await send_prompt(probe, opts.permission_prompt)
+
+    def asked_or_ended() -> str | None:
+        if len(asking.asked) > since:
+            return "asked"
+        return "ended" if idle_after(probe, sid, work.sent) is not None else None
+
+    got = await probe.wait_for(asked_or_ended, opts.timeout)
+    if got != "asked":
+        idle = idle_after(probe, sid, work.sent)
+        if idle is None:
+            probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
+            await wait_idle(probe, sid, work.sent, opts.timeout)
+            return f"the --permission-prompt asked no permission within {opts.timeout:g} s"
+        return f"the --permission-prompt's work ended ({describe_idle(idle)}) without asking permission"
+    pair = [await send_prompt(probe, opts.quick_prompt) for _ in range(2)]
+    # Checked on the wire before the answer goes out: the work still waits for it.
+    ended = idle_after(probe, sid, work.sent)
+    asking.release.set()
+    if ended is not None or asking.withdrawn:
+        how = describe_idle(ended) if ended is not None else "its permission request withdrawn"
+        await probe.wait_for(lambda: all(reply(probe, x.id) for x in pair) or None, opts.timeout)
+        return f"the work that asked permission ended ({how}) before the audit answered it: the two prompts sent meanwhile may not have been held at once"
+    await probe.wait_for(lambda: all(reply(probe, x.id) for x in pair) or None, opts.timeout)
+    last = reply(probe, pair[-1].id)
+    if last is not None and "result" in last.message:
+        await wait_idle(probe, sid, last.at, opts.timeout)  # let the last prompt's work end
+    return pair
 
 
 def _end_of_cancelled(probe: Probe, sid: str, cancel_sent: float, later: list[Prompt]) -> Seen | None:
@@ -245,36 +319,90 @@ def _held_verdict(
     ran_on: tuple[float, str] | None,
     end: Seen | None,
     watched: float,
+    order: list[Prompt] | str,
 ) -> CheckResult:
     if not_held:
         return CheckResult(HELD_RULE, MUST, FAIL, "not held while the work ran: " + "; ".join(not_held))
-    answers = [reply(probe, a.id) for a in later]
-    inserted = [a for a in answers if a is not None and "result" in a.message]
     problems = []
+    inserted = _inserted(probe, later)
     if end is None and inserted:
         problems.append(
             f"{len(inserted)} prompt(s) sent after the cancel inserted with no idle ending the cancelled work "
             "before them"
         )
-    if len(inserted) == len(later) and inserted[0].index > inserted[1].index:
-        problems.append("the two prompts sent after the cancel were inserted out of order (the second first)")
-    users = {
-        u.update.get("messageId"): u.index for u in updates(probe, held[0].session_id, watched, USER_MESSAGE)
-    }
-    ids = [message_id(a) for a in inserted]
-    if len(ids) == 2 and all(i in users for i in ids) and users[ids[0]] > users[ids[1]]:
-        problems.append("their user messages came out of order")
+    # Out of order is a failure wherever it shows; in order proves something only where both
+    # prompts were held at once (``_order``).
+    problems += _out_of_order(
+        probe, held[0].session_id, later, watched, "the two prompts sent after the cancel"
+    )
+    if isinstance(order, list):
+        problems += _not_held_for_permission(probe, order)
+        problems += _out_of_order(
+            probe,
+            held[0].session_id,
+            order,
+            order[0].sent,
+            "the two prompts sent while a work waited for permission",
+        )
+        answered = _inserted(probe, order)
+        if len(answered) < len(order) and not problems:
+            problems.append(
+                f"{len(order) - len(answered)} of the two prompts held while a work waited for permission "
+                f"not inserted after its idle ({_describe_answers(probe, order)})"
+            )
     if problems:
         return CheckResult(HELD_RULE, MUST, FAIL, "; ".join(problems))
     how = f"the work ran on (its {ran_on[1]} updates)" if ran_on is not None else "the work ran on (no idle)"
-    order = (
-        "; the two sent after the cancel were inserted in the order sent, after the work's idle"
-        if len(inserted) == len(later)
-        else "; the prompts sent after the cancel were not inserted (see the rule on them)"
-    )
+    seen = f"{len(held)} prompts sent while the work ran were not answered while {how}"
+    if isinstance(order, str):
+        return CheckResult(HELD_RULE, MUST, SKIP, f"{seen}; the order of insertion not seen: {order}")
     return CheckResult(
         HELD_RULE,
         MUST,
         PASS,
-        f"{len(held)} prompts sent while the work ran were not answered while {how}{order}",
+        f"{seen}; two prompts sent while a work waited for its permission answer were held, then "
+        "inserted in the order sent, after its idle",
     )
+
+
+def _inserted(probe: Probe, prompts: list[Prompt]) -> list[Seen]:
+    """The answers of ``prompts`` that are results (insertions), in the order sent."""
+    answers = [reply(probe, x.id) for x in prompts]
+    return [a for a in answers if a is not None and "result" in a.message]
+
+
+def _out_of_order(probe: Probe, sid: str, pair: list[Prompt], since: float, what: str) -> list[str]:
+    """Whether the second of ``pair`` was inserted before the first: its answer, its user message."""
+    inserted = _inserted(probe, pair)
+    if len(inserted) != len(pair):
+        return []
+    if inserted[0].index > inserted[1].index:
+        return [f"{what} were inserted out of order (the second first)"]
+    users = {u.update.get("messageId"): u.index for u in updates(probe, sid, since, USER_MESSAGE)}
+    ids = [message_id(a) for a in inserted]
+    if all(i in users for i in ids) and users[ids[0]] > users[ids[1]]:
+        return [f"{what}: their user messages came out of order"]
+    return []
+
+
+def _not_held_for_permission(probe: Probe, pair: list[Prompt]) -> list[str]:
+    """A prompt answered before the work that waited for permission ended: not held."""
+    assert probe.session_id is not None
+    idle = idle_after(probe, probe.session_id, pair[0].sent)
+    early = []
+    for n, prompt in enumerate(pair, 1):
+        answer = reply(probe, prompt.id)
+        if answer is not None and (idle is None or answer.index < idle.index):
+            early.append(
+                f"prompt {n} sent while a work waited for permission answered {describe_reply(answer)} "
+                "before that work's idle: not held"
+            )
+    return early
+
+
+def _describe_answers(probe: Probe, prompts: list[Prompt]) -> str:
+    said = []
+    for n, prompt in enumerate(prompts, 1):
+        answer = reply(probe, prompt.id)
+        said.append(f"prompt {n}: {describe_reply(answer) if answer is not None else 'no answer'}")
+    return ", ".join(said)
