@@ -110,12 +110,14 @@ class Report:
     checked: Counter[str] = field(default_factory=Counter)
     """How many messages of each kind were checked: ``request session/prompt``, ``result initialize``..."""
     problems: list[Problem] = field(default_factory=list)
+    schema: str = "ACP"
+    """Which schema judged them (named in the report)."""
 
     def __str__(self) -> str:
         kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.checked.items()))
         text = f"{sum(self.checked.values())} message(s) from our {self.side} side checked ({kinds})"
         if self.problems:
-            text += f"; {len(self.problems)} do(es) not conform to the ACP schema:\n" + "\n".join(
+            text += f"; {len(self.problems)} do(es) not conform to the {self.schema} schema:\n" + "\n".join(
                 f"  - {p}" for p in self.problems
             )
         return text

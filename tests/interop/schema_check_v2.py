@@ -20,16 +20,15 @@ misspelt field is reported (``ALLOWED_EXTRA`` lists the ones we send on purpose)
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 
-Side = Literal["client", "agent"]
+from .schema_check import Problem, Report, Side
 
 SCHEMA_IN_PACKAGE = Path("node_modules", "@agentclientprotocol", "sdk", "schema", "v2", "schema.json")
 """Where the TypeScript SDK's npm package keeps the v2 schema (under its install folder)."""
@@ -49,31 +48,6 @@ class Methods:
     """method -> (params def, result def, serving side)"""
     notifications: dict[str, tuple[str, str]]
     """method -> (params def, receiving side: ``agent``, ``client`` or ``protocol``)"""
-
-
-@dataclass
-class Problem:
-    message: Any
-    error: str
-
-    def __str__(self) -> str:
-        return f"{json.dumps(self.message, ensure_ascii=False)[:600]}\n    {self.error}"
-
-
-@dataclass
-class Report:
-    side: Side
-    checked: Counter[str] = field(default_factory=Counter)
-    problems: list[Problem] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.checked.items()))
-        text = f"{sum(self.checked.values())} message(s) from our {self.side} side checked ({kinds})"
-        if self.problems:
-            text += f"; {len(self.problems)} do(es) not conform to the ACP v2 schema:\n" + "\n".join(
-                f"  - {p}" for p in self.problems
-            )
-        return text
 
 
 class V2Schema:
@@ -156,7 +130,7 @@ class V2Schema:
 
     def check(self, lines: Iterable[tuple[str, bytes | str | dict[str, Any]]], side: Side) -> Report:
         """Check every ``out`` message of a trace (("in"|"out", raw line or message) pairs)."""
-        report = Report(side)
+        report = Report(side, schema="ACP v2")
         answered: dict[tuple[str, Any], str] = {}
         lines = list(lines)
         # What each request id was, in wire order; a response recorded before its request (an

@@ -28,7 +28,7 @@ import pytest
 
 from acp_driver.driver import AgentMessageChunk, RemoteAgent, Resolution, connect, launch
 
-from ..remote.serving import ServeProcess, descendants
+from ..remote.serving import ServeProcess, descendants, processes_running
 from ..waiting import eventually
 from .installs import CODEX_ACP_PACKAGE, CODEX_ACP_VERSION, InstallError, NpmAgent, PeerInstaller
 from .sdk_peers import not_run
@@ -165,15 +165,7 @@ def codex_env(home: Path, port: int) -> dict[str, str]:
 
 def codex_processes() -> list[int]:
     """Live processes below this one that run codex-acp (its launcher or its binary)."""
-    found = []
-    for pid in descendants(os.getpid()):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"codex-acp" in cmdline:
-            found.append(pid)
-    return found
+    return processes_running(b"codex-acp")
 
 
 def words_in(texts: list[str], prefix: str) -> list[str]:

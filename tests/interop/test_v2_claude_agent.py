@@ -28,7 +28,7 @@ import pytest
 
 from acp_driver.driver import AgentMessageChunk, Resolution, launch
 
-from ..remote.serving import descendants
+from ..remote.serving import processes_running
 from ..waiting import eventually
 from .fake_anthropic import Endless, FakeAnthropic, Request, Step, ToolUse, Words
 from .installs import NpmAgent
@@ -84,15 +84,7 @@ async def model() -> AsyncIterator[FakeAnthropic]:
 
 def claude_processes() -> list[int]:
     """Live processes below this one that run the agent or its Claude Code binary."""
-    found = []
-    for pid in descendants(os.getpid()):
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"claude" in cmdline:
-            found.append(pid)
-    return found
+    return processes_running(b"claude")
 
 
 PYTHON_SDK_DROPS = {"state_update": {"background"}}

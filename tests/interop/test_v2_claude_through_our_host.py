@@ -24,11 +24,12 @@ import pytest
 from acp_driver.driver import ClientServices, LadderPolicy, Resolution, launch
 
 from ..waiting import eventually
+from ..wire import Wire
 from .fake_anthropic import Endless, FakeAnthropic, ToolUse, Words
 from .installs import NpmAgent
 from .schema_check_v2 import V2Schema, assert_conforms_v2
 from .test_v2_claude_agent import DROP, TOUCH, by_marker, claude_env, claude_processes
-from .v2_host import Dialog, Wire, first_chunk, texts_of
+from .v2_host import Dialog, first_chunk, texts_of
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 

@@ -25,11 +25,13 @@ import pytest
 
 from acp_driver.driver import ClientServices, LadderPolicy, Resolution, launch
 
+from ..remote.serving import processes_running
 from ..waiting import eventually
+from ..wire import Wire
 from .installs import PeerInstaller
 from .schema_check_v2 import V2Schema, assert_conforms_v2
 from .sdk_peers import V2Sdk, v2_sdk_or_skip
-from .v2_host import Dialog, Wire, first_chunk, processes_running, texts_of
+from .v2_host import Dialog, first_chunk, texts_of
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 

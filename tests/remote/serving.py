@@ -249,6 +249,19 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def processes_running(marker: bytes) -> list[int]:
+    """Live processes below this one whose command line contains ``marker``."""
+    found = []
+    for pid in descendants(os.getpid()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append(pid)
+    return found
+
+
 class ServeProcess:
     """``acp-driver serve --port 0 ...`` in a subprocess; ``url`` from its ready line."""
 
