@@ -12,8 +12,13 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:  # annotations only: the ceiling imports nothing it does not run
+    from collections.abc import Callable
+    from typing import Any
 
 dumps = orjson.dumps
 loads = orjson.loads
@@ -160,10 +165,11 @@ class Agent(asyncio.Protocol):
             self.send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "end_turn"}})
 
 
-async def main() -> None:
+async def main(make: Callable[[asyncio.AbstractEventLoop, asyncio.Future[None]], Any] | None = None) -> None:
+    """Serve the agent ``make(loop, done)`` builds (this module's ``Agent`` by default) on stdio."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
-    agent = Agent(loop, done)
+    agent = (make or Agent)(loop, done)
     stdin = os.fdopen(os.dup(0), "rb", buffering=0)
     stdout = os.fdopen(os.dup(1), "wb", buffering=0)
     wt, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, stdout)

@@ -20,8 +20,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ceiling_agent import READ_BYTES
 from ceiling_agent import Agent as V1Agent
+from ceiling_agent import main
 
 
 class Agent(V1Agent):
@@ -108,20 +108,6 @@ class Agent(V1Agent):
             self.state(sid, "idle", "end_turn")
 
 
-async def main() -> None:
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-    agent = Agent(loop, done)
-    stdin = os.fdopen(os.dup(0), "rb", buffering=0)
-    stdout = os.fdopen(os.dup(1), "wb", buffering=0)
-    wt, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, stdout)
-    agent.wt = wt
-    rt, _ = await loop.connect_read_pipe(lambda: agent, stdin)
-    rt.max_size = READ_BYTES  # type: ignore[attr-defined]
-    await done
-    agent.flush()
-
-
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(Agent))
     sys.exit(0)

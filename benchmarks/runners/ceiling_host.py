@@ -122,9 +122,10 @@ class Client(asyncio.Protocol):
         self.eof_received()
 
 
-async def start() -> tuple[subprocess.Popen[bytes], Client]:
+async def connect(argv: list[str]) -> tuple[subprocess.Popen[bytes], Client]:
+    """Start the agent ``argv`` and the client on its pipes (no ``initialize`` yet)."""
     loop = asyncio.get_running_loop()
-    proc = subprocess.Popen(AGENT, stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # noqa: ASYNC220
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # noqa: ASYNC220
     client = Client(loop)
     assert proc.stdin is not None
     assert proc.stdout is not None
@@ -132,6 +133,11 @@ async def start() -> tuple[subprocess.Popen[bytes], Client]:
     client.wt = wt
     rt, _ = await loop.connect_read_pipe(lambda: client, proc.stdout)
     rt.max_size = READ_BYTES  # type: ignore[attr-defined]
+    return proc, client
+
+
+async def start() -> tuple[subprocess.Popen[bytes], Client]:
+    proc, client = await connect(AGENT)
     await client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     return proc, client
 

@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _common import HERE, Report, agent_override, now, parse_config, percentile
-from ceiling_host import READ_BYTES, Client
+from ceiling_host import Client, connect
 
 AGENT = [sys.executable, os.path.join(HERE, "..", "peers", "ceiling_agent_v2.py")]
 BUSY_TURN = "/stream 1 0\n/sleep 60000"
@@ -49,15 +49,7 @@ class Turn:
 
 
 async def start(argv: list[str]) -> tuple[subprocess.Popen[bytes], Client]:
-    loop = asyncio.get_running_loop()
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # noqa: ASYNC220
-    client = Client(loop)
-    assert proc.stdin is not None
-    assert proc.stdout is not None
-    wt, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, proc.stdin)
-    client.wt = wt
-    rt, _ = await loop.connect_read_pipe(lambda: client, proc.stdout)
-    rt.max_size = READ_BYTES  # type: ignore[attr-defined]
+    proc, client = await connect(argv)
     answer = await client.request(
         "initialize",
         {"protocolVersion": 2, "info": {"name": "ceiling-v2", "version": "0"}, "capabilities": {}},
