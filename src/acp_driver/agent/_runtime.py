@@ -352,11 +352,9 @@ class AgentRuntime:
         session.turn = turn
         # The turn runs in its own task (it inherits this request's context, so its requests
         # are children of the prompt); this handler stays free to answer when it is cancelled.
-        loop = asyncio.get_running_loop()
-        settled = turn._settled = loop.create_future()
-        task = loop.create_task(self._run_turn(turn), name=f"turn {session.id}")
-        task.add_done_callback(turn._settle)  # a task cancelled before its first step, too
-        turn.task = task
+        settled = turn._start(self._run_turn(turn), f"turn {session.id}")
+        task = turn.task
+        assert task is not None
         if ctx is not None and ctx.cancel_requested and self.connection.honours_cancel_request:
             # $/cancel_request came in the same read as the prompt, before this handler ran.
             turn.cancel("$/cancel_request")

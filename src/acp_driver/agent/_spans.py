@@ -100,11 +100,8 @@ class Spans:
         if session.work_state != "running":
             session.work_state = "running"
             self._send_now(session, {"sessionUpdate": "state_update", "state": "running"})
-        loop = asyncio.get_running_loop()
-        turn._settled = loop.create_future()  # done once the task ends or the turn is cancelled
-        turn.task = loop.create_task(self._run(turn), name=f"span {session.id}")
-        turn.task.add_done_callback(turn._settle)
-        turn.span = loop.create_task(self._span(turn), name=f"span end {session.id}")
+        turn._start(self._run(turn), f"span {session.id}")
+        turn.span = asyncio.get_running_loop().create_task(self._span(turn), name=f"span end {session.id}")
         return {"messageId": turn.user_message_id}
 
     async def _run(self, turn: Turn) -> Any:

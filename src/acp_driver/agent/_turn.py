@@ -13,7 +13,7 @@ import asyncio
 import collections
 import itertools
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
@@ -361,6 +361,15 @@ class Turn:
             for callback in self._after_end:
                 loop.call_soon(callback)  # runs after the response is queued
             self._after_end.clear()
+
+    def _start(self, work: Coroutine[Any, Any, Any], name: str) -> asyncio.Future[None]:
+        """Run ``work`` as the turn's task; return the future settled once the task ends (one
+        cancelled before its first step too) or the turn is cancelled, whichever is first."""
+        loop = asyncio.get_running_loop()
+        settled = self._settled = loop.create_future()
+        self.task = loop.create_task(work, name=name)
+        self.task.add_done_callback(self._settle)
+        return settled
 
     def _settle(self, _task: object = None) -> None:
         settled = self._settled
