@@ -50,6 +50,8 @@ from ._rungs import Action, Rung
 class TurnState(enum.Enum):
     """Where a turn is, as far as its cancellation goes."""
 
+    __hash__ = object.__hash__  # a transition table key: identity (C) hash, not ``hash(name)``
+
     RUNNING = "running"
     """Prompt sent; nobody asked to cancel."""
     CANCELLING = "cancelling"
@@ -59,6 +61,7 @@ class TurnState(enum.Enum):
 
 
 _NOTHING = Step()
+_RESOLVED = {resolution: Step(resolution=resolution) for resolution in Resolution}
 
 
 class TurnMachine:
@@ -146,7 +149,11 @@ class TurnMachine:
         if deadline is None and self._kill_deadline is not None:
             deadline = self._kill_deadline  # SIGKILL sent: the exit is certain; wait for it, bounded
         table = self.profile.rung_actions
-        actions: tuple[Action, ...] = tuple(a for rung in rungs for a in table.get(rung, ()))
+        actions: tuple[Action, ...]
+        if len(rungs) == 1:  # the common case (a cancel, one tick): no generator
+            actions = table.get(rungs[0], ())
+        else:
+            actions = tuple(a for rung in rungs for a in table.get(rung, ()))
         return Step(tuple(rungs), actions, deadline)
 
     def _resolve_as(self, resolution: Resolution, now: float) -> Step:
@@ -155,7 +162,7 @@ class TurnMachine:
         if self.ladder is not None:
             self.ladder.resolve(now, resolution)
         self.cancelled_by, self.resolved_by = self.attribute(resolution)
-        return Step((), (), None, resolution)
+        return _RESOLVED[resolution]
 
     def attribute(self, resolution: Resolution) -> tuple[str | None, str | None]:
         """(who cancelled, what the cancel did) for a turn ending in ``resolution``."""

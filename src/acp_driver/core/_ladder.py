@@ -21,7 +21,7 @@ Pure: no clock, no I/O. The caller passes ``now`` (any monotonic seconds), execu
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
@@ -33,6 +33,8 @@ DEFAULT_BUDGET = 6.0
 
 class Resolution(Enum):
     """How a turn ended."""
+
+    __hash__ = object.__hash__  # members are singletons: identity (C) hash, not ``hash(name)``
 
     COMPLETED = "completed"
     """The agent answered a stop reason of its own (no cancel, or a cancel it did not honour)."""
@@ -56,22 +58,26 @@ class LadderPolicy:
     budget: float = DEFAULT_BUDGET
     cancel_request_at: float = 0.5
     terminate_at: float = 0.75
+    _schedule: tuple[tuple[float, Rung], ...] = field(init=False, repr=False, compare=False)
+    """``schedule()``, computed once (every cancel reads it)."""
 
     def __post_init__(self) -> None:
         if not self.budget >= 0 or self.budget == float("inf"):  # NaN fails every comparison
             raise ValueError("budget must be a finite number >= 0")
         if not 0 <= self.cancel_request_at <= self.terminate_at <= 1:
             raise ValueError("need 0 <= cancel_request_at <= terminate_at <= 1")
-
-    def schedule(self) -> list[tuple[float, Rung]]:
-        """(offset in seconds, step), in order."""
         b = self.budget
-        return [
+        steps = (
             (0.0, Rung.SESSION_CANCEL),
             (b * self.cancel_request_at, Rung.CANCEL_REQUEST),
             (b * self.terminate_at, Rung.TERMINATE),
             (b, Rung.KILL),
-        ]
+        )
+        object.__setattr__(self, "_schedule", steps)  # frozen: set once, here
+
+    def schedule(self) -> list[tuple[float, Rung]]:
+        """(offset in seconds, step), in order."""
+        return list(self._schedule)
 
 
 class CancelLadder:
@@ -80,7 +86,9 @@ class CancelLadder:
     def __init__(self, policy: LadderPolicy, started_at: float) -> None:
         self.policy = policy
         self.started_at = started_at
-        self._pending = [(started_at + offset, rung) for offset, rung in policy.schedule()]
+        self._steps = policy._schedule
+        self._next = 0
+        """Index in ``_steps`` of the first step not taken (``len``: none left)."""
         self.taken: list[tuple[float, Rung]] = []
         """Steps executed so far, with the time they became due."""
         self.resolution: Resolution | None = None
@@ -102,36 +110,39 @@ class CancelLadder:
 
     def poll(self, now: float) -> list[Rung]:
         """Steps due at ``now`` that were not taken yet, in order (each returned once)."""
-        if self.resolved:
+        if self.resolution is not None:
             return []
         due = []
-        while self._pending and self._pending[0][0] <= now:
-            at, rung = self._pending.pop(0)
-            self.taken.append((at, rung))
+        steps, i, started_at = self._steps, self._next, self.started_at
+        while i < len(steps) and started_at + steps[i][0] <= now:
+            rung = steps[i][1]
+            self.taken.append((started_at + steps[i][0], rung))
             due.append(rung)
+            i += 1
+        self._next = i
         return due
 
     def next_deadline(self) -> float | None:
         """When the next step is due (None once resolved or when every step was taken)."""
-        if self.resolved or not self._pending:
+        if self.resolution is not None or self._next >= len(self._steps):
             return None
-        return self._pending[0][0]
+        return self.started_at + self._steps[self._next][0]
 
     def skip_to_kill(self, now: float) -> list[Rung]:
         """Jump straight to SIGKILL: returns ``[KILL]`` unless it was taken or the ladder resolved."""
-        if self.resolved or not self._pending:
+        if self.resolution is not None or self._next >= len(self._steps):
             return []
-        self._pending = []
+        self._next = len(self._steps)
         self.taken.append((now, Rung.KILL))
         return [Rung.KILL]
 
     def resolve(self, now: float, resolution: Resolution) -> bool:
         """The turn ended; True the first time. Later steps are dropped."""
-        if self.resolved:
+        if self.resolution is not None:
             return False
         self.resolution = resolution
         self.resolved_at = now
-        self._pending = []
+        self._next = len(self._steps)
         return True
 
     def __repr__(self) -> str:
@@ -147,6 +158,8 @@ class CancelLadder:
 
 class Seen(enum.Enum):
     """What the ladder's owner observed."""
+
+    __hash__ = object.__hash__  # a transition table key: identity (C) hash, not ``hash(name)``
 
     CANCEL = "cancel"
     """The host asked to cancel the turn (idempotent)."""

@@ -12,6 +12,8 @@ from enum import Enum
 class Rung(Enum):
     """A step of the ladder."""
 
+    __hash__ = object.__hash__  # members are singletons: identity (C) hash, not ``hash(name)``
+
     SESSION_CANCEL = "session_cancel"
     """``session/cancel`` sent; pending permission requests answered ``cancelled``."""
     CANCEL_REQUEST = "cancel_request"

@@ -12,7 +12,6 @@ and an abort of the network connection).
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING, Protocol
 
 from .. import protocol as p
@@ -76,8 +75,10 @@ class HostControl:
         conn = self.agent.connection
         if conn.is_open:
             # Never wait for the pipe here: an agent that stopped reading must not stall the ladder.
-            with contextlib.suppress(AcpError):
+            try:
                 conn.notify_nowait(p.SESSION_CANCEL, {"sessionId": session_id})
+            except AcpError:
+                pass  # the write side closed underneath: the ladder's next rung follows
 
     def cancel_request(self, request_id: RequestId) -> None:
         self.agent.connection.cancel_request(request_id)

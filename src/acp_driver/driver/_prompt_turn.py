@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("acp_driver.driver")
 
+_CANCEL = Observation(Seen.CANCEL)
+_KILL_NOW = Observation(Seen.KILL_NOW)
+
 
 class PromptTurn:
     """One running prompt turn. Iterate it for updates; await it for the ``TurnResult``."""
@@ -317,7 +320,7 @@ class PromptTurn:
                     held._collateral = True  # sent after this prompt: not this cancel's
             self._cancel_cutoff = []
             spans.cancel_sent([self])
-            self._observe(Observation(Seen.CANCEL))
+            self._observe(_CANCEL)
 
     def gone(self, error: RpcError) -> None:
         """The agent is gone (its process exited, or the connection ended) before this turn
@@ -478,25 +481,20 @@ class PromptTurn:
         if spans is not None and self.result is None:
             self._cancel_v2(spans)
         else:
-            self._observe(Observation(Seen.CANCEL))
+            self._observe(_CANCEL)
         await self._done.wait()
         if self._release_task is not None:
             # The turn's terminals are dead when cancel() returns (bounded: never hang here).
             with contextlib.suppress(Exception):
                 await asyncio.wait({self._release_task}, timeout=self.agent.reap_timeout)
         result = self.result
-        ladder = self._machine.ladder
         assert result is not None
-        if ladder is None:  # v2: a held prompt withdrawn (no ladder: nothing was running)
-            return CancelOutcome(
-                "current_turn",
-                result.resolution,
-                "withdrawn",
-                result.elapsed,
-                result.stop_reason,
-                ("withdraw",),
-            )
-        return outcome_from_ladder("current_turn", ladder, result.stop_reason, self._machine.resolved_by)
+        if result.cancel is not None:
+            return result.cancel  # what ``_finish`` made of this cancel's ladder
+        # v2: a held prompt withdrawn (no ladder: nothing was running)
+        return CancelOutcome(
+            "current_turn", result.resolution, "withdrawn", result.elapsed, result.stop_reason, ("withdraw",)
+        )
 
     def _cancel_v2(self, spans: Any) -> None:
         """v2: a held prompt is withdrawn (``$/cancel_request``, answered ``-32800``); a running
@@ -516,12 +514,12 @@ class PromptTurn:
         spans.cancel_sent([t for t in (self, *others) if t in spans.live])
         for follower in others:
             follower._runner.peer = _FOLLOWER
-            follower._observe(Observation(Seen.CANCEL))
-        self._observe(Observation(Seen.CANCEL))
+            follower._observe(_CANCEL)
+        self._observe(_CANCEL)
 
     def kill(self) -> None:
         """Skip the rest of the ladder: SIGKILL the agent's group now (e.g. a second Ctrl-C)."""
-        self._observe(Observation(Seen.KILL_NOW))
+        self._observe(_KILL_NOW)
 
     def closed_by_host(self) -> None:
         """The host is closing this turn's session: the cancellation that follows is the host's."""
