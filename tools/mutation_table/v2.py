@@ -146,7 +146,7 @@ MUTATIONS = [
         "v2-host-withdrawn-prompt-inserted-is-cancelled",
         "v2 host: a prompt inserted although the host withdrew it is cancelled at once (session/cancel)",
         "driver/_prompt_turn.py",
-        "            spans.cancel_sent([self])\n            self._observe(Observation(Seen.CANCEL))\n",
+        "            spans.cancel_sent([self])\n            self._observe(_CANCEL)\n",
         "",
         (
             "tests/driver/test_v2_host.py::test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inserted",
