@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ._rungs import Action, Rung
 
@@ -179,8 +179,10 @@ class Seen(enum.Enum):
     """A connection's end: no prompt is unanswered any more (the agent's input can close)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(NamedTuple):
+    """What was seen (immutable; a named tuple: made on every observation, three times cheaper
+    than a frozen dataclass)."""
+
     seen: Seen
     stop_reason: str | None = None
     """For ``ANSWERED`` (and ``FAILED`` with ``-32800``: ``cancelled``)."""
@@ -190,9 +192,8 @@ class Observation:
     """For a connection's end (``CANCEL``): whether any prompt is still unanswered."""
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """What to do after an observation."""
+class Step(NamedTuple):
+    """What to do after an observation (immutable; a named tuple, like ``Observation``)."""
 
     rungs: tuple[Rung, ...] = ()
     """Ladder steps taken now, in order (what a progress display shows)."""
