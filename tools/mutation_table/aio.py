@@ -6,6 +6,14 @@ from ._base import Mutation
 
 MUTATIONS = [
     Mutation(
+        "resolved-runner-drops-hooks",
+        "a resolved ladder runner drops its owner's hooks: an ended turn is freed without the collector",
+        "aio/_ladder_runner.py",
+        "            self.on_rung = self.on_resolved = None\n",
+        "",
+        ("tests/driver/test_garbage.py",),
+    ),
+    Mutation(
         "stdout-protected",
         "spec MUST (transports.mdx): nothing but ACP messages on the agent's stdout",
         "aio/_ndjson.py",

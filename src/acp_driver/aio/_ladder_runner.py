@@ -27,6 +27,10 @@ logger = logging.getLogger("acp_driver.ladder")
 _TICK = Observation(Seen.TICK)
 
 
+def _none() -> tuple[()]:
+    return ()
+
+
 class PeerControl(Protocol):
     """What a cancel ladder can do to an agent. A local process, a network connection and
     ``serve``'s backend each implement it; none of these may block or raise."""
@@ -92,8 +96,13 @@ class LadderRunner:
         if step.resolution is not None:
             self.resolution = step.resolution
             self.stop()
-            if self.on_resolved is not None:
-                self.on_resolved(step.resolution, now)
+            on_resolved = self.on_resolved
+            # Resolved: nothing more is carried out, so the owner's hooks are dropped -- no cycle
+            # is left between the owner and its runner, and both are freed without the collector.
+            self.on_rung = self.on_resolved = None
+            self.sessions = self.requests = _none
+            if on_resolved is not None:
+                on_resolved(step.resolution, now)
         elif step.deadline is not None:
             self.stop()
             self._timer = self.clock.call_at(step.deadline, self._tick)
