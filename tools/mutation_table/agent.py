@@ -6,6 +6,14 @@ from ._base import Mutation
 
 MUTATIONS = [
     Mutation(
+        "ended-agent-turn-drops-its-task",
+        "agent runtime: an ended turn drops its task, so a cancelled turn is freed without the collector",
+        "agent/_turn.py",
+        "            self.task = None\n",
+        "            pass\n",
+        ("tests/agent/test_garbage.py",),
+    ),
+    Mutation(
         "fence-update",
         "agent runtime: nothing of a turn is sent after its response (updates)",
         "agent/_turn.py",

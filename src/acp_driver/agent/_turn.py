@@ -356,6 +356,11 @@ class Turn:
 
     def _end(self) -> None:
         self._state.feed(AgentTurnEvent.END)
+        task = self.task
+        if task is not None and task.done():
+            # Its cancelled error's traceback holds the turn's frames, which hold this turn:
+            # without the task, that is no cycle, and all of it is freed without the collector.
+            self.task = None
         if self._after_end:
             loop = asyncio.get_running_loop()
             for callback in self._after_end:
