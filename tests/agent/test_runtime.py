@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from acp_driver import Connection, RpcError
-from acp_driver.aio import AgentProcess, ProcessGroup
+from acp_driver.aio import AgentProcess, PendingRequest, ProcessGroup
 
 from ..waiting import eventually
 
@@ -43,18 +43,26 @@ class Client:
             message = {"notJson": line.decode("utf-8", "replace")}
         self.lines.append((time.monotonic(), direction, message))
 
-    async def start(self) -> None:
+    async def spawn(self) -> None:
         self.child = await AgentProcess.spawn(self.argv, self.conn)
         self.process = self.child.process
+
+    async def initialize(self) -> None:
         await self.conn.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": {"terminal": True}}
         )
+
+    async def start(self) -> None:
+        """Spawn the agent, initialize, and open a session."""
+        await self.spawn()
+        await self.initialize()
         result = await self.conn.request("session/new", {"cwd": os.getcwd(), "mcpServers": []})
         self.session_id = result["sessionId"]
 
-    def prompt(self, text: str) -> asyncio.Task[Any]:
+    def prompt(self, text: str) -> PendingRequest:
+        """Send a prompt; its future carries the request id (``.rid``)."""
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
-        return asyncio.ensure_future(self.conn.request("session/prompt", params))
+        return self.conn.request_nowait("session/prompt", params)
 
     def cancel(self) -> None:
         self.conn.notify_nowait("session/cancel", {"sessionId": self.session_id})
@@ -199,12 +207,9 @@ async def test_no_update_after_the_response_for_a_streaming_turn(tricky: Client)
 
 
 async def test_cancel_request_on_the_prompt_answers_cancelled(reference: Client) -> None:
-    prompt = [{"type": "text", "text": "started\n/sleep 30000"}]
-    turn = reference.conn.request_nowait(
-        "session/prompt", {"sessionId": reference.session_id, "prompt": prompt}
-    )
+    turn = reference.prompt("started\n/sleep 30000")
     await reference.wait_for_messages("session/update")  # the turn is running
-    reference.conn.cancel_request(turn.rid)  # type: ignore[attr-defined]
+    reference.conn.cancel_request(turn.rid)
     assert await turn == {"stopReason": "cancelled"}
 
 
@@ -214,9 +219,8 @@ async def test_cancel_request_in_the_same_read_as_the_prompt_answers_cancelled(r
     assert reference.process is not None
     os.kill(reference.process.pid, signal.SIGSTOP)
     try:
-        params = {"sessionId": reference.session_id, "prompt": [{"type": "text", "text": "/sleep 30000"}]}
-        turn = reference.conn.request_nowait("session/prompt", params)
-        reference.conn.cancel_request(turn.rid)  # type: ignore[attr-defined]
+        turn = reference.prompt("/sleep 30000")
+        reference.conn.cancel_request(turn.rid)
         await asyncio.sleep(0)  # the end of this loop iteration writes the cancel
     finally:
         os.kill(reference.process.pid, signal.SIGCONT)
@@ -230,7 +234,6 @@ async def test_session_cancel_in_the_same_read_as_the_prompt_answers_cancelled(r
     os.kill(reference.process.pid, signal.SIGSTOP)
     try:
         turn = reference.prompt("/sleep 30000")
-        await asyncio.sleep(0)  # the prompt task sends its request
         reference.cancel()
         await asyncio.sleep(0)  # the end of this loop iteration writes the cancel
     finally:

@@ -1,135 +1,120 @@
 """ACP v2 on the agent side: the runtime's guarantees, seen on the wire from a raw client over
-real pipes (the bundled reference agent, and ``agents/tricky.py`` for handlers that misbehave).
+real pipes (the bundled reference agent, and ``agents/tricky.py`` for handlers that misbehave;
+the SDK clients' view of the same is tests/interop).
 
 Every story checks the order of what the agent wrote: the prompt answered at insertion after its
 ``user_message``, ``running``, the work, exactly one idle per span with the right stop reason
-(``cancelled`` after a cancel whatever the handler did), held prompts in order, and what a
-cancel may and may not touch.
+(``cancelled`` after a cancel whatever the handler did), held prompts in order, what a cancel may
+and may not touch, and a resume's replay before its snapshot before its answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
+import contextlib
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REFERENCE = [sys.executable, "-m", "acp_driver", "agent"]
-TRICKY = [sys.executable, str(Path(__file__).parent / "agents" / "tricky.py")]
+from acp_driver import RpcError
+from acp_driver.aio import PendingRequest
+
+from ..waiting import eventually
+from .test_runtime import REFERENCE, TRICKY, Client
+
 TIMEOUT = 30.0
 
+Message = dict[str, Any]
 
-class Raw:
-    """A v2 client that writes raw lines and keeps everything the agent wrote, in order."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self.process = process
-        self.seen: list[dict[str, Any]] = []
-        self._arrived = asyncio.Event()
-        self._ids = 100
-        self._reader = asyncio.ensure_future(self._read())
+class V2Client(Client):
+    """``Client`` asking for ACP v2, with the look-ups a v2 story makes on what the agent wrote."""
 
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        while line := await self.process.stdout.readline():
-            self.seen.append(json.loads(line))
-            self._arrived.set()
+    async def initialize(self) -> None:
+        answer = await self.conn.request(
+            "initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
+        )
+        assert answer["protocolVersion"] == 2
 
-    async def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        await self.process.stdin.drain()
+    def seen(self) -> list[Message]:
+        """Everything the agent wrote, in order."""
+        return [m for _, m in self.received()]
 
-    async def request(self, method: str, params: dict[str, Any]) -> int:
-        self._ids += 1
-        await self.send({"id": self._ids, "method": method, "params": params})
-        return self._ids
+    def index(self, predicate: Callable[[Message], bool]) -> int:
+        """Position in ``seen()`` of the first message that matches."""
+        for i, m in enumerate(self.seen()):
+            if predicate(m):
+                return i
+        raise AssertionError("no such message from the agent")
 
-    async def until(self, predicate: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+    async def until(self, predicate: Callable[[Message], bool], what: str) -> Message:
         """The first message (already seen or to come) that matches."""
-        async with asyncio.timeout(TIMEOUT):
-            while True:
-                found = next((m for m in self.seen if predicate(m)), None)
-                if found is not None:
-                    return found
-                self._arrived.clear()
-                await self._arrived.wait()
+        await eventually(lambda: any(predicate(m) for m in self.seen()), what, TIMEOUT)
+        return self.seen()[self.index(predicate)]
 
-    async def answer(self, rid: int) -> dict[str, Any]:
-        return await self.until(lambda m: m.get("id") == rid and "method" not in m, f"the answer to {rid}")
+    async def answer(self, request: PendingRequest) -> Message:
+        """The agent's answer to ``request`` as it came on the wire (a result or an error)."""
+        with contextlib.suppress(RpcError):
+            async with asyncio.timeout(TIMEOUT):
+                await request
+        return self.seen()[self.index(is_answer(request.rid))]
 
-    def updates(self, kind: str | None = None) -> list[dict[str, Any]]:
+    def updates(self, kind: str | None = None) -> list[Message]:
         return [
             m["params"]["update"]
-            for m in self.seen
+            for m in self.seen()
             if m.get("method") == "session/update"
             and (kind is None or m["params"]["update"]["sessionUpdate"] == kind)
         ]
 
-    def index(self, predicate: Callable[[dict[str, Any]], bool]) -> int:
-        return next(i for i, m in enumerate(self.seen) if predicate(m))
-
-    def idles(self) -> list[dict[str, Any]]:
+    def idles(self) -> list[Message]:
         return [u for u in self.updates("state_update") if u["state"] == "idle"]
 
-    async def idle(self, count: int) -> list[dict[str, Any]]:
-        await self.until(lambda m: len(self.idles()) >= count, f"{count} idle(s)")
+    async def idle(self, count: int) -> list[Message]:
+        await eventually(lambda: len(self.idles()) >= count, f"{count} idle(s)", TIMEOUT)
         return self.idles()
 
-    async def open(self) -> str:
-        rid = await self.request(
-            "initialize",
-            {
-                "protocolVersion": 2,
-                "info": {"name": "raw", "version": "0"},
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-                "clientCapabilities": {},
-            },
-        )
-        assert (await self.answer(rid))["result"]["protocolVersion"] == 2
-        rid = await self.request("session/new", {"cwd": "/", "mcpServers": []})
-        sid: str = (await self.answer(rid))["result"]["sessionId"]
-        return sid
 
-    async def prompt(self, sid: str, text: str) -> int:
-        return await self.request(
-            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
-        )
+async def v2_client(request: pytest.FixtureRequest, *, session: bool) -> AsyncIterator[V2Client]:
+    """A ``V2Client`` of ``request.param`` (default: the reference agent); with ``session``,
+    initialized (v2) and holding a session, else only spawned. Once the story is over, its input
+    closed, the agent must exit on its own."""
+    c = V2Client(getattr(request, "param", REFERENCE))
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            await (c.start() if session else c.spawn())
+        yield c
+        await exits_on_its_own(c)
+    finally:
+        await c.close()
+
+
+async def exits_on_its_own(c: Client) -> None:
+    await c.conn.aclose()
+    assert c.process is not None
+    async with asyncio.timeout(TIMEOUT):
+        await c.process.wait()
 
 
 @pytest.fixture
-async def agent(request: pytest.FixtureRequest) -> AsyncIterator[Raw]:
-    argv = getattr(request, "param", REFERENCE)
-    process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    raw = Raw(process)
-    try:
-        yield raw
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                await process.wait()
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            raw._reader.cancel()
+async def agent(request: pytest.FixtureRequest) -> AsyncIterator[V2Client]:
+    async for c in v2_client(request, session=True):
+        yield c
 
 
-def is_answer(rid: int) -> Callable[[dict[str, Any]], bool]:
+@pytest.fixture
+async def spawned(request: pytest.FixtureRequest) -> AsyncIterator[V2Client]:
+    async for c in v2_client(request, session=False):
+        yield c
+
+
+def is_answer(rid: Any) -> Callable[[Message], bool]:
     return lambda m: m.get("id") == rid and "method" not in m
 
 
-def is_update(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
-    def match(m: dict[str, Any]) -> bool:
+def is_update(kind: str, **fields: Any) -> Callable[[Message], bool]:
+    def match(m: Message) -> bool:
         if m.get("method") != "session/update":
             return False
         update = m["params"]["update"]
@@ -138,11 +123,10 @@ def is_update(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
     return match
 
 
-async def test_version_negotiation(agent: Raw) -> None:
+async def test_version_negotiation(spawned: V2Client) -> None:
     asked = {}
     for version, extra in ((0, {}), (1, {}), (3, {}), (2, {"info": {"name": "x", "version": "0"}})):
-        rid = await agent.request("initialize", {"protocolVersion": version, **extra})
-        asked[version] = (await agent.answer(rid))["result"]
+        asked[version] = await spawned.conn.request("initialize", {"protocolVersion": version, **extra})
     assert asked[0]["protocolVersion"] == 1  # never its own 0 back
     assert asked[1]["protocolVersion"] == 1
     assert "agentCapabilities" in asked[1]
@@ -152,9 +136,9 @@ async def test_version_negotiation(agent: Raw) -> None:
     assert "session" in asked[2]["capabilities"]  # v2: the baseline session methods
 
 
-@pytest.mark.parametrize("agent", [[*REFERENCE, "--protocol", "1"]], indirect=True)
-async def test_an_agent_restricted_to_v1_answers_1_to_a_v2_client(agent: Raw) -> None:
-    rid = await agent.request(
+@pytest.mark.parametrize("spawned", [[*REFERENCE, "--protocol", "1"]], indirect=True)
+async def test_an_agent_restricted_to_v1_answers_1_to_a_v2_client(spawned: V2Client) -> None:
+    result = await spawned.conn.request(
         "initialize",
         {
             "protocolVersion": 2,
@@ -162,45 +146,41 @@ async def test_an_agent_restricted_to_v1_answers_1_to_a_v2_client(agent: Raw) ->
             "clientInfo": {"name": "x", "version": "0"},
         },
     )
-    result = (await agent.answer(rid))["result"]
     assert result["protocolVersion"] == 1
     assert "agentInfo" in result
 
 
-async def test_a_prompt_is_answered_at_insertion_and_its_span_ends_with_one_idle(agent: Raw) -> None:
-    sid = await agent.open()
-    rid = await agent.prompt(sid, "/stream 3 5")
-    answer = await agent.answer(rid)
-    message_id = answer["result"]["messageId"]
+async def test_a_prompt_is_answered_at_insertion_and_its_span_ends_with_one_idle(agent: V2Client) -> None:
+    turn = agent.prompt("/stream 3 5")
+    message_id = (await agent.answer(turn))["result"]["messageId"]
     inserted = agent.index(is_update("user_message", messageId=message_id))
     running = agent.index(is_update("state_update", state="running"))
-    assert inserted < running < agent.index(is_answer(rid))  # echoed, running, then answered
+    assert inserted < running < agent.index(is_answer(turn.rid))  # echoed, running, then answered
     (idle,) = await agent.idle(1)
     assert idle["stopReason"] == "end_turn"
     chunks = agent.updates("agent_message_chunk")
     assert [c["content"]["text"] for c in chunks] == ["chunk 1/3\n", "chunk 2/3\n", "chunk 3/3\n"]
     assert all(isinstance(c.get("messageId"), str) for c in chunks)  # v2: required
-    last_chunk = max(i for i, m in enumerate(agent.seen) if is_update("agent_message_chunk")(m))
+    last_chunk = max(i for i, m in enumerate(agent.seen()) if is_update("agent_message_chunk")(m))
     assert last_chunk < agent.index(is_update("state_update", state="idle"))
 
 
-async def test_held_prompts_cancels_and_withdrawals(agent: Raw) -> None:
-    sid = await agent.open()
-    running = await agent.prompt(sid, "/stream 1000 20")
+async def test_held_prompts_cancels_and_withdrawals(agent: V2Client) -> None:
+    running = agent.prompt("/stream 1000 20")
     await agent.until(is_update("agent_message_chunk"), "the work")
-    held = await agent.prompt(sid, "held one")
-    withdrawn = await agent.prompt(sid, "held two")
-    await agent.send({"method": "$/cancel_request", "params": {"requestId": withdrawn}})
+    held = agent.prompt("held one")
+    withdrawn = agent.prompt("held two")
+    agent.conn.cancel_request(withdrawn.rid)  # $/cancel_request; we keep waiting for the answer
     assert (await agent.answer(withdrawn))["error"]["code"] == -32800
     assert agent.idles() == []  # the running span is untouched
-    assert not any(is_answer(held)(m) for m in agent.seen)  # still held
-    await agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
+    assert not any(is_answer(held.rid)(m) for m in agent.seen())  # still held
+    agent.cancel()
     assert (await agent.answer(held))["error"]["code"] == -32800  # held at the cancel: cancelled
     (idle,) = await agent.idle(1)
     assert idle["stopReason"] == "cancelled"
     assert "result" in await agent.answer(running)
     # A prompt sent after the cancel is untouched by it: it runs, and ends on its own.
-    after = await agent.prompt(sid, "after")
+    after = agent.prompt("after")
     assert "messageId" in (await agent.answer(after))["result"]
     idles = await agent.idle(2)
     assert idles[1]["stopReason"] == "end_turn"
@@ -209,87 +189,94 @@ async def test_held_prompts_cancels_and_withdrawals(agent: Raw) -> None:
 
 @pytest.mark.parametrize("agent", [TRICKY], indirect=True)
 @pytest.mark.parametrize("mode", ["raise", "end_turn", "swallow"])
-async def test_a_cancelled_span_ends_cancelled_whatever_the_handler_does(agent: Raw, mode: str) -> None:
-    sid = await agent.open()
-    rid = await agent.prompt(sid, mode)
-    await agent.answer(rid)
+async def test_a_cancelled_span_ends_cancelled_whatever_the_handler_does(agent: V2Client, mode: str) -> None:
+    turn = agent.prompt(mode)
+    await agent.answer(turn)
     await agent.until(is_update("agent_message_chunk"), "the handler to run")
-    await agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
+    agent.cancel()
     (idle,) = await agent.idle(1)
     assert idle["stopReason"] == "cancelled"
-    assert all("error" not in m for m in agent.seen if m.get("id") == rid)  # never an error after insertion
+    answers = [m for m in agent.seen() if is_answer(turn.rid)(m)]
+    assert len(answers) == 1  # never an error after insertion
+    assert "result" in answers[0]
 
 
 @pytest.mark.parametrize("agent", [TRICKY], indirect=True)
-async def test_a_handler_that_raises_ends_its_span_with_error_not_a_json_rpc_error(agent: Raw) -> None:
-    sid = await agent.open()
-    rid = await agent.prompt(sid, "error")
-    assert "result" in await agent.answer(rid)
+async def test_a_handler_that_raises_ends_its_span_with_error_not_a_json_rpc_error(agent: V2Client) -> None:
+    turn = agent.prompt("error")
+    assert "result" in await agent.answer(turn)
     (idle,) = await agent.idle(1)
     assert idle["stopReason"] == "error"
     assert isinstance(idle["error"]["code"], int)
 
 
-async def test_a_permission_makes_the_state_requires_action_and_a_cancel_withdraws_it(agent: Raw) -> None:
-    sid = await agent.open()
-    await agent.prompt(sid, "/permission")
-    asked = await agent.until(lambda m: m.get("method") == "session/request_permission", "the question")
+async def test_a_permission_makes_the_state_requires_action_and_a_cancel_withdraws_it(
+    agent: V2Client,
+) -> None:
+    async def unanswered(params: Any) -> Any:
+        await asyncio.Event().wait()  # until the agent withdraws the question
+
+    agent.conn.on_request("session/request_permission", unanswered)
+    agent.prompt("/permission")
+
+    def is_question(m: Message) -> bool:
+        return m.get("method") == "session/request_permission"
+
+    asked = await agent.until(is_question, "the question")
     assert asked["params"]["subject"]["type"] == "tool_call"  # v2's shape
-    assert agent.index(is_update("state_update", state="requires_action")) < agent.index(lambda m: m is asked)
-    await agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
-    withdrawal = await agent.until(
-        lambda m: m.get("method") == "$/cancel_request" and m["params"]["requestId"] == asked["id"],
-        "the agent to withdraw its question",
-    )
-    await agent.send({"id": asked["id"], "result": {"outcome": {"outcome": "cancelled"}}})
+    assert agent.index(is_update("state_update", state="requires_action")) < agent.index(is_question)
+    agent.cancel()
+
+    def is_withdrawal(m: Message) -> bool:
+        return m.get("method") == "$/cancel_request" and m["params"]["requestId"] == asked["id"]
+
+    await agent.until(is_withdrawal, "the agent to withdraw its question")
     (idle,) = await agent.idle(1)
     assert idle["stopReason"] == "cancelled"
-    assert agent.index(lambda m: m is withdrawal) < agent.index(is_update("state_update", state="idle"))
+    assert agent.index(is_withdrawal) < agent.index(is_update("state_update", state="idle"))
 
 
-async def test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after(agent: Raw) -> None:
-    sid = await agent.open()
-    await agent.prompt(sid, "/stream 1000 20")
+async def test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after(agent: V2Client) -> None:
+    agent.prompt("/stream 1000 20")
     await agent.until(is_update("agent_message_chunk"), "the work")
-    close = await agent.request("session/close", {"sessionId": sid})
+    close = agent.conn.request_nowait("session/close", {"sessionId": agent.session_id})
     assert (await agent.answer(close))["result"] == {}
-    idle_at = agent.index(is_update("state_update", state="idle"))
-    assert idle_at < agent.index(is_answer(close))
+    assert agent.index(is_update("state_update", state="idle")) < agent.index(is_answer(close.rid))
     assert agent.idles()[0]["stopReason"] == "cancelled"
-    count = len(agent.seen)
-    ping = await agent.request("_acp_driver/echo", {"x": 1})  # a round trip: nothing came meanwhile
-    await agent.answer(ping)
-    assert [m for m in agent.seen[count:] if m.get("method") == "session/update"] == []
+    count = len(agent.seen())
+    await agent.conn.request("_acp_driver/echo", {"x": 1})  # a round trip: nothing came meanwhile
+    assert [m for m in agent.seen()[count:] if m.get("method") == "session/update"] == []
 
 
-async def test_resume_replays_then_snapshots_then_answers(agent: Raw) -> None:
-    sid = await agent.open()
-    rid = await agent.prompt(sid, "hello")
-    await agent.answer(rid)
-    await agent.idle(1)
-    count = len(agent.seen)
-    bad = await agent.request(
-        "session/resume", {"sessionId": sid, "cwd": "/", "replayFrom": {"type": "_nope"}}
-    )
+async def test_resume_replays_then_snapshots_then_answers(agent: V2Client) -> None:
+    """``session/resume`` with ``replayFrom: start`` of a session this connection already holds:
+    the agent sees that resume's params (its ``replayFrom``), so the history is replayed, then the
+    state snapshot, then the answer. A resume with a ``replayFrom`` it does not know is refused
+    and sends nothing."""
+    for count, text in enumerate(("first", "second"), 1):
+        await agent.answer(agent.prompt(text))
+        await agent.idle(count)
+    before = len(agent.seen())
+    params = {"sessionId": agent.session_id, "cwd": "/"}
+    bad = agent.conn.request_nowait("session/resume", {**params, "replayFrom": {"type": "_nope"}})
     assert (await agent.answer(bad))["error"]["code"] == -32602
-    resume = await agent.request(
-        "session/resume", {"sessionId": sid, "cwd": "/", "replayFrom": {"type": "start"}}
-    )
-    await agent.answer(resume)
-    after = agent.seen[count:]
-    replay = next(i for i, m in enumerate(after) if is_update("user_message")(m))
-    snapshot = next(i for i, m in enumerate(after) if is_update("state_update")(m))
-    answer = next(i for i, m in enumerate(after) if is_answer(resume)(m))
-    assert replay < snapshot < answer
-    assert after[snapshot]["params"]["update"]["state"] == "idle"
+    resume = agent.conn.request_nowait("session/resume", {**params, "replayFrom": {"type": "start"}})
+    assert (await agent.answer(resume))["result"] == {}
+    answered = agent.index(is_answer(resume.rid))
+    replay = [
+        m["params"]["update"] for m in agent.seen()[before:answered] if m.get("method") == "session/update"
+    ]
+    assert [(u["sessionUpdate"], u["content"][0]["text"]) for u in replay[:-1]] == [
+        ("user_message", "first"),
+        ("user_message", "second"),
+    ], replay
+    assert replay[-1] == {"sessionUpdate": "state_update", "state": "idle"}, replay
 
 
 @pytest.mark.parametrize("agent", [[*REFERENCE, "--behavior", "never-idle"]], indirect=True)
-async def test_the_never_idle_misbehaviour_sends_no_idle_after_a_cancel(agent: Raw) -> None:
-    sid = await agent.open()
-    await agent.prompt(sid, "/stream 1000 20")
+async def test_the_never_idle_misbehaviour_sends_no_idle_after_a_cancel(agent: V2Client) -> None:
+    agent.prompt("/stream 1000 20")
     await agent.until(is_update("agent_message_chunk"), "the work")
-    await agent.send({"method": "session/cancel", "params": {"sessionId": sid}})
-    ping = await agent.request("_acp_driver/sleep", {"ms": 300})  # bounded: a fixed wait is the point
-    await agent.answer(ping)
+    agent.cancel()
+    await agent.conn.request("_acp_driver/sleep", {"ms": 300})  # bounded: a fixed wait is the point
     assert agent.idles() == []

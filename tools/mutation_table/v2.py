@@ -127,10 +127,7 @@ MUTATIONS = [
         "agent/_spans.py",
         "                session.params = params  # what the agent reads: replayFrom, the roots\n",
         "                pass\n",
-        (
-            "tests/agent/test_runtime_v2.py::test_resume_of_a_held_session_replays_then_snapshots_then_answers",
-            "tests/agent/test_runtime_v2.py::test_the_reference_agent_replays_on_a_resume_of_a_session_it_holds",
-        ),
+        ("tests/agent/test_v2_runtime.py::test_resume_replays_then_snapshots_then_answers",),
     ),
     Mutation(
         "v2-host-withdrawal-waits-for-the-answer",
