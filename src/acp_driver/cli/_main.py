@@ -423,7 +423,7 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
     ``finally`` reaps the agent under audit) and the command exits with 128 + the signal. One
     inherited ignored stays ignored (``_signals``), as SIGINT does then (Python installs no
     ``KeyboardInterrupt`` handler, asyncio none either)."""
-    from ._check import check_command
+    from ._check import check_command, interrupt_audit
     from ._signals import handled
     from ._stdout import run_guarded
 
@@ -434,8 +434,8 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
         handler = signal.getsignal(signal.SIGINT)  # asyncio.run's: cancels the main task
         if callable(handler):
             handler(signum, frame)
-        else:  # SIGINT inherited ignored: asyncio.run installed nothing; end the loop ourselves
-            raise KeyboardInterrupt  # (asyncio.run then cancels the audit; check kills what is left)
+        else:  # SIGINT inherited ignored: asyncio.run installed no handler; do what it does
+            interrupt_audit()
 
     for sig in handled((signal.SIGTERM, signal.SIGHUP)):
         signal.signal(sig, like_ctrl_c)
