@@ -203,6 +203,14 @@ MUTATIONS = [
         ("tests/cli/test_signals_ignored.py::test_check_keeps_an_inherited_ignore_mid_audit",),
     ),
     Mutation(
+        "cli-inherited-ignore-check-sigterm-still-ends",
+        "check with SIGINT inherited ignored: SIGTERM still cancels the audit (asyncio.run lends no Ctrl-C handler)",
+        "cli/_check.py",
+        "    task.cancel()\n    task.get_loop().call_soon_threadsafe",
+        "    task.get_loop().call_soon_threadsafe",
+        ("tests/cli/test_signals_ignored.py::test_check_keeps_an_inherited_ignore_mid_audit",),
+    ),
+    Mutation(
         "cli-inherited-ignore-serve",
         "serve: SIGINT/SIGTERM inherited ignored stay ignored",
         "cli/_serve.py",
