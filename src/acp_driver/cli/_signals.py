@@ -17,17 +17,13 @@ out (so that a late one cannot replace its exit code by a death).
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # the typing module, like signal's enums, costs milliseconds at startup
-if TYPE_CHECKING:
-    import signal as _signal
-    from collections.abc import Iterable
-else:
-    import _signal  # ``agent`` starts through here: no enums to build
+import signal
+from collections.abc import Iterable
 
 INHERITED_IGNORED = frozenset(
     signum
-    for signum in (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
-    if _signal.getsignal(signum) == _signal.SIG_IGN
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    if signal.getsignal(signum) is signal.SIG_IGN
 )
 """The signals this process was started with ignored (of those the commands handle)."""
 
