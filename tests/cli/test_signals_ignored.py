@@ -6,10 +6,11 @@ Each test starts the real CLI that way (``spawn_cli(ignoring=...)``), sends the 
 mid-work, sees the work go on, then ends it with a signal that is not ignored: that one behaves
 as it always does (the turn cancelled through the ladder, exit 128 + N, nothing left running).
 
-Signals are not queued: once a signal is sent, a later one cannot overtake it (and two pending
-at once are handled in the order of their numbers). So the first signal the command reacts to,
-its exit code, says whether the ignored one did anything -- no waiting for something not to
-happen."""
+Whether the ignored signal did anything is read from what the command does next, never from
+waiting for something not to happen: the work goes on past it (three more chunks of the turn, a
+second answer), and the signal that ends the command is the only cause anywhere (its exit code,
+one ``cancel`` naming it, no "again: killing the agent"). An ignored signal is dropped by the
+kernel when it is sent, so nothing of it can come later."""
 
 from __future__ import annotations
 
