@@ -1,5 +1,5 @@
-"""Looking at processes from tests: group members (from /proc), whether a pid or a group is alive,
-and waiting (bounded) for a group to be gone."""
+"""Looking at processes from tests: group members, descendants and ignored signals (from /proc),
+whether a pid or a group is alive, and waiting (bounded) for a group to be gone."""
 
 from __future__ import annotations
 
@@ -40,6 +40,37 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] not in DEAD_STATES
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] in DEAD_STATES:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def signals_ignored(pid: int) -> set[int]:
+    """The signals ``pid`` ignores (``SigIgn`` in /proc/PID/status: bit N-1 for signal N)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    raise AssertionError(f"no SigIgn in /proc/{pid}/status")
 
 
 def group_alive(pgid: int) -> bool:

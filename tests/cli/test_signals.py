@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,24 @@ def stub(*options: str) -> str:
     return " ".join([sys.executable, str(STUB), *options])
 
 
-def spawn_cli(*args: str, stdin: int | None = subprocess.DEVNULL) -> subprocess.Popen[str]:
+def spawn_cli(
+    *args: str, stdin: int | None = subprocess.DEVNULL, ignoring: Sequence[int] = ()
+) -> subprocess.Popen[str]:
+    """The CLI with ``args``; ``ignoring``: signals it starts with ignored (``nohup``, ``cmd &``)."""
     env = {**os.environ, "NO_COLOR": "1"}
+
+    def ignore() -> None:  # in the child, before exec: an ignored signal stays ignored across it
+        for sig in ignoring:
+            signal.signal(sig, signal.SIG_IGN)
+
     return subprocess.Popen(
-        [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=stdin, text=True, env=env
+        [*CLI, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=stdin,
+        text=True,
+        env=env,
+        preexec_fn=ignore if ignoring else None,
     )
 
 

@@ -25,6 +25,8 @@ import websockets
 from acp_driver.net import SseDecoder
 from acp_driver.remote import RemoteServer, serve_agent, serve_command
 
+from ..procs import descendants
+
 TIMEOUT = 30.0
 AGENTS = Path(__file__).with_name("agents")
 REFERENCE = [sys.executable, "-m", "acp_driver", "agent"]
@@ -227,28 +229,6 @@ def pid_gone(pid: int) -> bool:
     return False
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] in ("Z", "X"):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def processes_running(marker: bytes) -> list[int]:
     """Live processes below this one whose command line contains ``marker``."""
     found = []
@@ -272,8 +252,16 @@ class ServeProcess:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def start(cls, *args: str, env: dict[str, str] | None = None) -> AsyncIterator[ServeProcess]:
-        """``env``: the server's environment (its agents inherit it); default: this process's."""
+    async def start(
+        cls, *args: str, env: dict[str, str] | None = None, ignoring: tuple[int, ...] = ()
+    ) -> AsyncIterator[ServeProcess]:
+        """``env``: the server's environment (its agents inherit it); default: this process's.
+        ``ignoring``: signals the server starts with ignored (``acp-driver serve &`` in a script)."""
+
+        def ignore() -> None:  # in the child, before exec: an ignored signal stays ignored across it
+            for sig in ignoring:
+                signal.signal(sig, signal.SIG_IGN)
+
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -286,6 +274,7 @@ class ServeProcess:
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
             env=env,
+            preexec_fn=ignore if ignoring else None,
         )
         assert process.stderr is not None
         lines: list[str] = []

@@ -1,5 +1,6 @@
 """``acp-driver serve`` as a process: the ready line, a relay that survives garbage, and
-SIGTERM/SIGINT ending every connection through the ladder with every agent reaped."""
+SIGTERM/SIGINT ending every connection through the ladder with every agent reaped (one inherited
+ignored stays ignored)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 import pytest
 
+from ..procs import signals_ignored
 from ..waiting import eventually
 from .serving import (
     AGENTS,
@@ -73,6 +75,25 @@ async def test_a_signal_ends_every_connection_and_reaps_every_agent(signum: int)
         assert code == 0, serve.lines
         # Reaped before the exit: nothing of them is left, not even for a moment after.
         assert [pid for pid in agents if not pid_gone(pid)] == []
+
+
+async def test_serve_keeps_an_inherited_ctrl_c_ignore() -> None:
+    """``acp-driver serve &`` in a script starts with SIGINT ignored: a Ctrl-C to the script's
+    process group is not for it. The server goes on serving; SIGTERM still ends it."""
+    async with ServeProcess.start(ignoring=(signal.SIGINT,)) as serve:
+        assert signal.SIGINT in signals_ignored(serve.process.pid)  # ready: its handlers are set
+        serve.process.send_signal(signal.SIGINT)
+        async with WsClient.connect(serve.url) as client:
+            sid = await client.open_session()
+            rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("hi")})
+            answer, _ = await client.answer_of(rid)
+            assert answer["result"] == {"stopReason": "end_turn"}
+            agents = descendants(serve.process.pid)
+            assert agents
+            serve.process.send_signal(signal.SIGTERM)
+            code = await asyncio.wait_for(serve.process.wait(), 60)
+    assert code == 0, serve.lines
+    assert [pid for pid in agents if not pid_gone(pid)] == []
 
 
 async def test_sigterm_with_a_client_that_never_answers_the_close_frame_is_quiet() -> None:

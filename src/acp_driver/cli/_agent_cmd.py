@@ -7,6 +7,8 @@ import os
 import signal
 from collections.abc import Sequence
 
+from ._signals import handled
+
 
 def _options(argv: list[str]) -> tuple[str, int, tuple[int, ...]]:
     """``(behavior, verbosity, versions)`` from the command line."""
@@ -63,7 +65,8 @@ def agent_main(argv: Sequence[str]) -> int:
 
     # Ctrl-C (only when run by hand: hosts start agents in a session of their own) ends the agent
     # the Unix way, killed by SIGINT: a KeyboardInterrupt would surface inside one of the event
-    # loop's tasks and print its traceback.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # loop's tasks and print its traceback. Inherited ignored, it stays ignored (``_signals``).
+    for sig in handled((signal.SIGINT,)):
+        signal.signal(sig, signal.SIG_DFL)
     main(behavior, versions)
     return 0

@@ -26,7 +26,8 @@ import logging
 import sys
 import tempfile
 import time
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from ..aio import exit_description
 from ..core import RpcError
@@ -53,6 +54,8 @@ from ._check_v2 import BUSY_RULES_V2, CHECKS_V2
 from ._check_v2_session import V2_PERMISSION_RULE
 from ._probe import SPAWNED, AgentGone, Probe, SetupError, absolute_paths
 from ._text import json_text, shown
+
+T = TypeVar("T")
 
 NOT_SET_UP = "not tested: could not set up a fresh agent"
 """The evidence of a rule whose fresh agent could not be started (after the first check)."""
@@ -163,6 +166,35 @@ def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any], v
     console.print(table)
 
 
+class _Running:
+    """The audit's task while ``asyncio.run`` runs it, and whether a signal cancelled it."""
+
+    task: asyncio.Task[Any] | None = None
+    interrupted = False
+
+
+async def _running(audit: Coroutine[Any, Any, T]) -> T:
+    _Running.task = asyncio.current_task()
+    try:
+        return await audit
+    finally:
+        _Running.task = None
+
+
+def interrupt_audit() -> None:
+    """For SIGTERM/SIGHUP when SIGINT was inherited ignored (``asyncio.run`` then installs no
+    Ctrl-C handler to lend them): what that handler does. The first signal cancels the audit,
+    whose ``finally`` reaps its agents; a later one, or one outside the audit, raises
+    ``KeyboardInterrupt`` (raised inside the running loop at once, it could stop one of the
+    loop's tasks half-way and leave the others waiting for it)."""
+    task = _Running.task
+    if task is None or task.done() or _Running.interrupted:
+        raise KeyboardInterrupt
+    _Running.interrupted = True
+    task.cancel()
+    task.get_loop().call_soon_threadsafe(lambda: None)  # wake up a select() with a long timeout
+
+
 def _kill_spawned() -> None:
     """Last resort after an interrupt: SIGKILL every group the audit started and wait for it."""
     for group in SPAWNED:
@@ -187,8 +219,8 @@ def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) ->
             # their own working directory, whatever the session's cwd says.
             workdir = cwd or scratch
             with _recorder(opts, argv) as trace:
-                results, info, version = asyncio.run(_audit(opts, argv, workdir, workdir, trace))
-    except KeyboardInterrupt:
+                results, info, version = asyncio.run(_running(_audit(opts, argv, workdir, workdir, trace)))
+    except (KeyboardInterrupt, asyncio.CancelledError):  # CancelledError: interrupt_audit()
         _kill_spawned()
         sys.stderr.write("acp-driver check: interrupted; every agent process it started was stopped\n")
         return codes.EXIT_INTERRUPTED

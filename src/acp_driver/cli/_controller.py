@@ -15,9 +15,11 @@ from ..core import Rung
 from ..driver import AgentHandle, PromptTurn
 from ._codes import EXIT_ERROR
 from ._render import Output
+from ._signals import handled
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""The signals that end (or, in ``chat``, interrupt) a command: each behaves like Ctrl-C."""
+"""The signals that end (or, in ``chat``, interrupt) a command: each behaves like Ctrl-C (but
+one the command inherited ignored stays ignored: ``_signals``)."""
 
 
 def signal_name(signum: int) -> str:
@@ -31,7 +33,9 @@ class Controller:
     """Signals and ``--turn-timeout`` for a command's whole life: start, turns, shutdown.
 
     The handlers stay installed from before the agent is spawned until it is reaped, so no signal
-    is ever ignored and none can interrupt the agent's shutdown half-way (which would orphan it).
+    is ever lost and none can interrupt the agent's shutdown half-way (which would orphan it). A
+    signal the command inherited ignored (``nohup``, a background job) gets no handler: it stays
+    ignored, as in every command (``_signals``).
 
     - A turn is running: the first signal cancels it through the ladder, the next one kills the
       agent. In ``chat`` a Ctrl-C cancels only the turn; SIGTERM and SIGHUP end the chat too.
@@ -79,7 +83,7 @@ class Controller:
     # ------------------------------------------------------------------ installation
 
     def install(self) -> None:
-        for signum in SIGNALS:
+        for signum in handled(SIGNALS):
             self._loop.add_signal_handler(signum, self.on_signal, signum)
             self._installed.append(signum)
 

@@ -420,8 +420,11 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
 
 def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str | None) -> int:
     """``check`` with SIGTERM and SIGHUP behaving like Ctrl-C: the audit is cancelled (its
-    ``finally`` reaps the agent under audit) and the command exits with 128 + the signal."""
-    from ._check import check_command
+    ``finally`` reaps the agent under audit) and the command exits with 128 + the signal. One
+    inherited ignored stays ignored (``_signals``), as SIGINT does then (Python installs no
+    ``KeyboardInterrupt`` handler, asyncio none either)."""
+    from ._check import check_command, interrupt_audit
+    from ._signals import handled
     from ._stdout import run_guarded
 
     received: list[int] = []
@@ -431,10 +434,10 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
         handler = signal.getsignal(signal.SIGINT)  # asyncio.run's: cancels the main task
         if callable(handler):
             handler(signum, frame)
-        else:  # pragma: no cover - SIGINT ignored by whoever started us
-            raise KeyboardInterrupt
+        else:  # SIGINT inherited ignored: asyncio.run installed no handler; do what it does
+            interrupt_audit()
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in handled((signal.SIGTERM, signal.SIGHUP)):
         signal.signal(sig, like_ctrl_c)
     try:
         code = run_guarded(lambda guard: check_command(opts, argv, cwd))

@@ -2,7 +2,8 @@
 
 One agent process per connection; when a connection ends its turns are cancelled through the
 ladder and its agent is reaped. Ready: one line on stderr, ``acp-driver serve: listening on
-URL``. SIGINT/SIGTERM end every connection the same way, then the command exits 0.
+URL``. SIGINT/SIGTERM end every connection the same way, then the command exits 0 (one of them
+inherited ignored stays ignored: ``_signals``).
 """
 
 from __future__ import annotations
@@ -269,6 +270,7 @@ def serve_main(opts: argparse.Namespace) -> int:
 
 async def _serve(command: list[str] | None, settings: Any, trace: str | None = None) -> int:
     from ..remote import serve_command
+    from ._signals import handled
 
     server = await serve_command(command, settings=settings, trace=trace)
     stop = asyncio.Event()
@@ -279,14 +281,15 @@ async def _serve(command: list[str] | None, settings: Any, trace: str | None = N
         received.append(signum)
         stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    stopping = handled((signal.SIGINT, signal.SIGTERM))  # one inherited ignored stays ignored
+    for sig in stopping:
         loop.add_signal_handler(sig, on_signal, sig)
     sys.stderr.write(f"acp-driver serve: listening on {server.url}\n")
     sys.stderr.flush()
     try:
         await stop.wait()
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in stopping:
             loop.remove_signal_handler(sig)
         await server.aclose()
     return 0
