@@ -14,6 +14,12 @@ when the connection is done with the read; when ``cancel()`` returned (the calle
 It wraps ``os.write``, ``os.read`` and two methods with timestamps (a few hundred nanoseconds
 each): the numbers are wall-clock, so they move with the machine's load -- read them side by side,
 in one run. Counts that do not move are in ``counts.py`` and ``instructions.py``.
+
+``--floor`` adds, in the same process against the same agent, what the host's own connection
+costs without the turn's cancel machinery: ``session/cancel`` queued with ``notify_nowait`` and
+the prompt's future awaited (no ladder, no ``cancel()``; the turn still resolves as the answer is
+read), next to ``turn.cancel()`` timed alone -- medians of N each, interleaved. The difference is
+what the ladder, the turn machine and ``cancel()`` add to a cancel's critical path.
 """
 
 from __future__ import annotations
@@ -104,14 +110,52 @@ async def measure(n: int) -> dict[str, list[float]]:
     return out
 
 
+async def floor(n: int) -> tuple[list[float], list[float]]:
+    """(``session/cancel`` + awaiting the prompt's future, ``turn.cancel()``), µs, interleaved."""
+    from acp_driver.driver import launch
+
+    clock = time.perf_counter
+    agent = await launch([sys.executable, str(HERE / "peers" / "ceiling_agent.py")], protocol=1)
+    bare: list[float] = []
+    full: list[float] = []
+    try:
+        session = await agent.new_session(os.getcwd())
+        for i in range(2 * (n + 50)):
+            turn = session.prompt(BUSY_TURN)
+            await turn.__anext__()
+            start = clock()
+            if i % 2:
+                await turn.cancel()
+            else:
+                agent.connection.notify_nowait("session/cancel", {"sessionId": session.id})
+                assert turn.prompt_answer is not None
+                await turn.prompt_answer
+            elapsed = (clock() - start) * 1e6
+            if (await turn).stop_reason != "cancelled":
+                raise SystemExit("a turn was not cancelled")
+            if i >= 100:
+                (full if i % 2 else bare).append(elapsed)
+    finally:
+        await agent.shutdown()
+    return bare, full
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("n", type=int, nargs="?", default=2000, help="cancels (default 2000)")
     parser.add_argument("--src", type=Path, default=HERE.parent / "src", help="the acp_driver tree")
+    parser.add_argument("--floor", action="store_true", help="also the cancel without the machinery")
     opts = parser.parse_args()
     sys.path.insert(0, str(opts.src.resolve()))
+    if opts.floor:
+        bare, full = asyncio.run(floor(opts.n))
+        print(f"acp-driver host, ceiling agent: {len(bare)} + {len(full)} cancels, interleaved ({opts.src})")
+        print(
+            f"  {statistics.median(bare):8.1f}  µs: session/cancel by notify_nowait, the prompt's future awaited"
+        )
+        print(f"  {statistics.median(full):8.1f}  µs: turn.cancel()")
     out = asyncio.run(measure(opts.n))
     medians = {name: statistics.median(values) for name, values in out.items()}
     print(f"acp-driver host, ceiling agent: {len(out['returned'])} cancels ({opts.src})")

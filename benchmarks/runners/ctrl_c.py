@@ -37,10 +37,19 @@ def events(stream: IO[bytes]) -> Any:
             yield json.loads(line)
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def one(cli: list[str], agent: list[str], cwd: str) -> tuple[float, dict[str, Any]]:
     """One CLI run: (seconds from SIGINT to the result line, the result event)."""
     argv = [*cli, "run", "--json", "--agent", shlex.join(agent), PROMPT]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd)
+    # As from a terminal: SIGINT at its default in the CLI. A run started where SIGINT is
+    # ignored (``nohup``, a background job) would pass the ignore on, and the CLI keeps an
+    # inherited ignore (docs/cli.md): it would never hear this Ctrl-C.
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=cwd, preexec_fn=_sigint_default
+    )
     assert proc.stdout is not None
     try:
         seen = events(proc.stdout)
