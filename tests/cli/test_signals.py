@@ -197,21 +197,22 @@ def test_a_signal_once_the_agent_is_reaped_keeps_the_exit_code(sig: signal.Signa
     assert gone(agent)
 
 
-def test_check_keeps_its_exit_code_when_a_signal_comes_at_its_end() -> None:
-    """Once the audit's document is out (every agent reaped), a storm of SIGTERM until exit:
-    the exit is the audit's code (or 143 if one came before the end), never a death by it."""
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_check_keeps_its_exit_code_when_a_signal_comes_at_its_end(sig: signal.Signals) -> None:
+    """Once the audit's document is out (every agent reaped), a storm of signals until exit:
+    the exit is the audit's code (or 128+N if one came before the end), never a death by it."""
     proc = spawn_cli("check", "--json", "--timeout", "1.5", "--busy-prompt", "hello")
     assert proc.stdout is not None
     assert proc.stdout.read(1) == "{"  # the document is written at the end, all at once
     sent = 0
     while proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
         sent += 1
         time.sleep(0.001)
     _out, err = finish(proc)
     assert sent > 0
-    assert proc.returncode in (6, 143), (proc.returncode, err)
+    assert proc.returncode in (6, 128 + sig), (proc.returncode, err)
     assert_clean(err)
 
 

@@ -57,7 +57,7 @@ async def test_a_relay_survives_garbage_from_the_agent() -> None:
         assert [a["result"]["method"] for a in answers] == ["initialize", "session/new", "_x/anything"]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 async def test_a_signal_ends_every_connection_and_reaps_every_agent(signum: int) -> None:
     async with ServeProcess.start(
         "--cancel-budget", "1", "--", sys.executable, "-m", "acp_driver", "agent", "--behavior", "hang"

@@ -167,10 +167,12 @@ def _render(results: list[CheckResult], argv: list[str], info: dict[str, Any], v
 
 
 class _Running:
-    """The audit's task while ``asyncio.run`` runs it, and whether a signal cancelled it."""
+    """The audit's task while ``asyncio.run`` runs it, whether a signal cancelled it, and whether
+    the audit is over (every agent reaped)."""
 
     task: asyncio.Task[Any] | None = None
     interrupted = False
+    over = False
 
 
 async def _running(audit: Coroutine[Any, Any, T]) -> T:
@@ -179,20 +181,30 @@ async def _running(audit: Coroutine[Any, Any, T]) -> T:
         return await audit
     finally:
         _Running.task = None
+        _Running.over = True
 
 
 def interrupt_audit() -> None:
-    """For SIGTERM/SIGHUP when SIGINT was inherited ignored (``asyncio.run`` then installs no
-    Ctrl-C handler to lend them): what that handler does. The first signal cancels the audit,
-    whose ``finally`` reaps its agents; a later one, or one outside the audit, raises
+    """What Ctrl-C, SIGTERM and SIGHUP do to ``check`` (the handler ``asyncio.run`` would install
+    for SIGINT, but ours for all three, so that none is ever left at Python's
+    ``KeyboardInterrupt`` handler, which Python replaces by the default action while it exits).
+    The first signal cancels the audit, whose ``finally`` reaps its agents; a later one raises
     ``KeyboardInterrupt`` (raised inside the running loop at once, it could stop one of the
-    loop's tasks half-way and leave the others waiting for it)."""
+    loop's tasks half-way and leave the others waiting for it), as does one before the audit
+    starts. Once the audit is over a signal changes nothing: its exit code is given."""
+    if _Running.over:
+        return
     task = _Running.task
     if task is None or task.done() or _Running.interrupted:
         raise KeyboardInterrupt
     _Running.interrupted = True
     task.cancel()
     task.get_loop().call_soon_threadsafe(lambda: None)  # wake up a select() with a long timeout
+
+
+def audit_over() -> None:
+    """The audit ended (or never ran): later signals change nothing."""
+    _Running.over = True
 
 
 def _kill_spawned() -> None:
@@ -206,6 +218,7 @@ def _kill_spawned() -> None:
 
 def check_command(opts: argparse.Namespace, argv: list[str], cwd: str | None) -> int:
     """Run the audit; ``cwd`` is ``--cwd`` (None: a throw-away directory for the sessions)."""
+    _Running.interrupted = _Running.over = False
     if not opts.verbose:
         # The audit provokes peer violations on purpose; they are reported in the table.
         logging.getLogger("acp_driver.connection").setLevel(logging.ERROR)

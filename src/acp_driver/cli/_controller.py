@@ -15,7 +15,7 @@ from ..core import Rung
 from ..driver import AgentHandle, PromptTurn
 from ._codes import EXIT_ERROR
 from ._render import Output
-from ._signals import handled
+from ._signals import Routed
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that end (or, in ``chat``, interrupt) a command: each behaves like Ctrl-C (but
@@ -72,7 +72,7 @@ class Controller:
         self._stops = 0
         self._loop = asyncio.get_running_loop()
         self._timer: asyncio.TimerHandle | None = None
-        self._installed: list[int] = []
+        self._routed: Routed | None = None
         self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
         """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
 
@@ -83,18 +83,13 @@ class Controller:
     # ------------------------------------------------------------------ installation
 
     def install(self) -> None:
-        for signum in handled(SIGNALS):
-            self._loop.add_signal_handler(signum, self.on_signal, signum)
-            self._installed.append(signum)
+        self._routed = Routed(self._loop, self.on_signal, SIGNALS)
 
     def uninstall(self) -> None:
-        """The agent is reaped: from now on a signal changes nothing (asyncio would restore the
-        default action, which kills the CLI before it gives its exit code)."""
-        while self._installed:
-            signum = self._installed.pop()
-            with contextlib.suppress(Exception):
-                self._loop.remove_signal_handler(signum)
-            signal.signal(signum, signal.SIG_IGN)
+        """The agent is reaped: from now on a signal changes nothing (the default action would
+        kill the CLI before it gives its exit code)."""
+        if self._routed is not None:
+            self._routed.ignore()
         self.clear_timer()
 
     def exit_code(self, code: int) -> int:

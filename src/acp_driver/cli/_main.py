@@ -419,11 +419,11 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
 
 
 def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str | None) -> int:
-    """``check`` with SIGTERM and SIGHUP behaving like Ctrl-C: the audit is cancelled (its
-    ``finally`` reaps the agent under audit) and the command exits with 128 + the signal. One
-    inherited ignored stays ignored (``_signals``), as SIGINT does then (Python installs no
-    ``KeyboardInterrupt`` handler, asyncio none either)."""
-    from ._check import check_command, interrupt_audit
+    """``check`` with SIGINT, SIGTERM and SIGHUP alike (``interrupt_audit``): the first cancels the
+    audit (its ``finally`` reaps the agent under audit) and the command exits with 128 + the
+    signal; once the audit is over they change nothing. One inherited ignored stays ignored
+    (``_signals``)."""
+    from ._check import audit_over, check_command, interrupt_audit
     from ._signals import handled
     from ._stdout import run_guarded
 
@@ -431,13 +431,11 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
 
     def like_ctrl_c(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
-        handler = signal.getsignal(signal.SIGINT)  # asyncio.run's: cancels the main task
-        if callable(handler):
-            handler(signum, frame)
-        else:  # SIGINT inherited ignored: asyncio.run installed no handler; do what it does
-            interrupt_audit()
+        interrupt_audit()
 
-    for sig in handled((signal.SIGTERM, signal.SIGHUP)):
+    # Installed before asyncio.run, which then installs no SIGINT handler of its own (and so
+    # restores none at its end).
+    for sig in handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)):
         signal.signal(sig, like_ctrl_c)
     try:
         code = run_guarded(lambda guard: check_command(opts, argv, cwd))
@@ -445,6 +443,7 @@ def _check_obeying_signals(opts: argparse.Namespace, argv: list[str], cwd: str |
         code = 128 + signal.SIGINT
     finally:
         # Every agent is reaped: a late signal must not replace the exit code by a death.
+        audit_over()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
     if received and code == 128 + signal.SIGINT:

@@ -270,26 +270,26 @@ def serve_main(opts: argparse.Namespace) -> int:
 
 async def _serve(command: list[str] | None, settings: Any, trace: str | None = None) -> int:
     from ..remote import serve_command
-    from ._signals import handled
+    from ._signals import Routed
 
     server = await serve_command(command, settings=settings, trace=trace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    received: list[int] = []
 
     def on_signal(signum: int) -> None:
-        received.append(signum)
         stop.set()
 
-    stopping = handled((signal.SIGINT, signal.SIGTERM))  # one inherited ignored stays ignored
-    for sig in stopping:
-        loop.add_signal_handler(sig, on_signal, sig)
+    # One inherited ignored stays ignored; the others stay handled until every agent is closed (a
+    # second one changes nothing), then ignored: a late one never kills serve half-way through,
+    # which would leave its agents running. SIGHUP too: a terminal closed on a foreground serve.
+    routed = Routed(loop, on_signal, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
     sys.stderr.write(f"acp-driver serve: listening on {server.url}\n")
     sys.stderr.flush()
     try:
         await stop.wait()
     finally:
-        for sig in stopping:
-            loop.remove_signal_handler(sig)
-        await server.aclose()
+        try:
+            await server.aclose()
+        finally:
+            routed.ignore()
     return 0
