@@ -180,8 +180,8 @@ class Seen(enum.Enum):
 
 
 class Observation(NamedTuple):
-    """What was seen (immutable; a named tuple: made on every observation, three times cheaper
-    than a frozen dataclass)."""
+    """What was seen (immutable; a named tuple: made on every observation, at half the cost of
+    a frozen dataclass)."""
 
     seen: Seen
     stop_reason: str | None = None
