@@ -3,6 +3,7 @@ short stories of what a host reads, in order (the orders real agents use: docs/i
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from acp_driver.core import SessionSpans
@@ -161,3 +162,29 @@ def test_background_work_is_listed_by_the_last_state_update() -> None:
     assert spans.background == {"t9", "term1"}
     spans.update({**state("idle", "end_turn"), "background": []})
     assert spans.background == set()
+
+
+def test_a_forgotten_turn_is_held_nowhere_and_its_late_updates_stay_the_sessions() -> None:
+    spans: SessionSpans[Turn] = SessionSpans()
+    first, second = Turn(), Turn()
+    spans.sent(first)
+    spans.answered(first, "u1")
+    spans.update(state("running"))
+    assert spans.update(chunk("a1")).owner is first
+    assert spans.update(tool("t1")).owner is first
+    spans.update(state("idle", "end_turn"))
+    spans.forget(first)
+    freed = weakref.ref(first)
+    del first
+    assert freed() is None, "the spans still hold a turn that was forgotten"
+    spans.sent(second)
+    spans.answered(second, "u2")
+    spans.update(state("running"))
+    # Late updates of the forgotten turn's message and tool call: not the new live turn's.
+    assert spans.update(chunk("a1")).owner is None
+    assert spans.update(tool("t1")).owner is None
+    assert spans.update(chunk("a2")).owner is second
+
+
+class Turn:
+    """A host's turn (any hashable key; an object, so that its lifetime can be watched)."""

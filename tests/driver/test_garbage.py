@@ -8,7 +8,9 @@ owner's hooks (``aio.LadderRunner``)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,3 +58,24 @@ async def test_an_ended_turn_leaves_no_cycle(
         gc.collect()
         cycles = [type(o).__name__ for o in saved_garbage if isinstance(o, TURN_TYPES)]
         assert cycles == [], f"ended turns left in reference cycles: {cycles}"
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_the_previous_turn_is_freed_after_the_woken_caller_ran(protocol: int, tmp_path: Path) -> None:
+    """A turn's end frees the session's previous turn (``last_turn``), a whole object graph: not
+    before the caller awaiting the turn resumes (its critical path), but right after."""
+    async with running(reference("polite"), protocol=protocol) as agent:
+        session = await agent.new_session(str(tmp_path))
+        order: list[str] = []
+        first = session.prompt("/stream 1 0")
+        assert (await first).stop_reason == "end_turn"
+        freed = weakref.ref(first, lambda _ref: order.append("freed"))
+        del first
+        second = session.prompt("/stream 1 0\n/sleep 60000")
+        await second.__anext__()
+        await second.cancel()
+        order.append("resumed")
+        assert order == ["resumed"]  # still held: released by a callback queued after the caller's
+        while freed() is not None:
+            await asyncio.sleep(0)  # one loop iteration: the release runs in this one
+        assert order == ["resumed", "freed"]

@@ -6,6 +6,17 @@ from ._base import Mutation
 
 MUTATIONS = [
     Mutation(
+        "v2-spans-forget-their-turns",
+        "v2 host: a forgotten turn is held by no id table (a long session keeps no ended turn alive)",
+        "core/_spans.py",
+        "        for table, ident in self._ids_of.pop(key, ()):\n            table[ident] = None\n",
+        "",
+        (
+            "tests/core/test_spans.py::test_a_forgotten_turn_is_held_nowhere_and_its_late_updates_stay_the_sessions",
+            "tests/driver/test_garbage.py::test_the_previous_turn_is_freed_after_the_woken_caller_ran",
+        ),
+    ),
+    Mutation(
         "v2-agent-cancelled-whatever-the-handler-did",
         "spec MUST (v2 prompt-lifecycle.mdx): a cancelled span ends with an idle stopReason cancelled",
         "agent/_spans.py",

@@ -16,6 +16,8 @@ import enum
 
 
 class AgentTurnState(enum.Enum):
+    __hash__ = object.__hash__  # a transition table key: identity (C) hash, not ``hash(name)``
+
     RUNNING = "running"
     """The handler works; everything it sends belongs to the turn."""
     CANCELLING = "cancelling"
@@ -25,6 +27,8 @@ class AgentTurnState(enum.Enum):
 
 
 class AgentTurnEvent(enum.Enum):
+    __hash__ = object.__hash__  # a transition table key: identity (C) hash, not ``hash(name)``
+
     CANCEL = "cancel"
     END = "end"
 

@@ -34,6 +34,9 @@ from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
+_UNSEEN: Any = object()
+"""An id not seen before (``None`` in the tables: seen, of a turn since forgotten)."""
+
 BUSY_STATES = frozenset({"running", "requires_action"})
 _MESSAGE_UPDATES = frozenset(
     {
@@ -71,13 +74,18 @@ class SessionSpans(Generic[K]):
         """Prompts sent and not inserted (held), in the order they were sent."""
         self.live: list[K] = []
         """Inserted turns not resolved yet, oldest first."""
-        self.message_of: dict[str, K] = {}
+        self.message_of: dict[str, K | None] = {}
+        """Each message's turn; None once that turn is forgotten (its messages stay the
+        session's, and the table holds no turn that ended)."""
         self._worked: set[K] = set()
         self._fresh: set[K] = set()
         """Turns inserted since the last idle (the quick-work rule)."""
         self._cancelled: set[K] = set()
         """Turns whose cancel was sent: the next idle ends them, with or without a reason."""
-        self._entity_of: dict[str, K] = {}
+        self._entity_of: dict[str, K | None] = {}
+        """Each tool call's, terminal's and plan's turn (None: forgotten), as ``message_of``."""
+        self._ids_of: dict[K, list[tuple[dict[str, K | None], str]]] = {}
+        """The entries of ``message_of`` and ``_entity_of`` each turn owns (cleared by ``forget``)."""
         self.background: set[str] = set()
         """Ids of the tool calls and terminals the last state update listed as background work
         (a permission request about one of them is not the foreground's: a cancel leaves it)."""
@@ -95,8 +103,8 @@ class SessionSpans(Generic[K]):
     def answered(self, key: K, message_id: str | None) -> bool:
         """Its answer came (inserted, with ``message_id``); True if that inserted it (False:
         a ``user_message`` already had)."""
-        if isinstance(message_id, str):
-            self.message_of.setdefault(message_id, key)
+        if isinstance(message_id, str) and message_id not in self.message_of:
+            self._own(self.message_of, message_id, key)
         if key in self.waiting:
             self._insert(key)
             return True
@@ -124,6 +132,14 @@ class SessionSpans(Generic[K]):
         self._worked.discard(key)
         self._fresh.discard(key)
         self._cancelled.discard(key)
+        for table, ident in self._ids_of.pop(key, ()):
+            table[ident] = None
+
+    def _own(self, table: dict[str, K | None], ident: str, key: K) -> K:
+        """Record ``ident`` as ``key``'s (in ``message_of`` or ``_entity_of``)."""
+        table[ident] = key
+        self._ids_of.setdefault(key, []).append((table, ident))
+        return key
 
     def _insert(self, key: K) -> None:
         self.waiting.remove(key)
@@ -143,15 +159,13 @@ class SessionSpans(Generic[K]):
             return routed
         message_id = raw.get("messageId")
         if kind in _MESSAGE_UPDATES and isinstance(message_id, str):
-            owner = self.message_of.get(message_id)
-            if owner is None and kind in _USER_MESSAGE and self.waiting:
-                owner = self.waiting[0]
-                self.message_of[message_id] = owner
+            owner = self.message_of.get(message_id, _UNSEEN)
+            if owner is _UNSEEN and kind in _USER_MESSAGE and self.waiting:
+                owner = self._own(self.message_of, message_id, self.waiting[0])
                 self._insert(owner)
                 routed.inserted.append(owner)
-            if owner is None and self.live:
-                owner = self.live[-1]
-                self.message_of[message_id] = owner
+            if owner is _UNSEEN and self.live:
+                owner = self._own(self.message_of, message_id, self.live[-1])
             routed.owner = owner if owner in self.live else None
             return routed
         plan = raw.get("plan")
@@ -161,9 +175,9 @@ class SessionSpans(Generic[K]):
             or (plan.get("planId") if isinstance(plan, dict) else None)
         )
         if isinstance(entity, str):
-            owner = self._entity_of.get(entity)
-            if owner is None and self.live:
-                owner = self._entity_of[entity] = self.live[-1]
+            owner = self._entity_of.get(entity, _UNSEEN)
+            if owner is _UNSEEN and self.live:
+                owner = self._own(self._entity_of, entity, self.live[-1])
             routed.owner = owner if owner in self.live else None
             return routed
         if self.live:
