@@ -20,6 +20,10 @@ costs without the turn's cancel machinery: ``session/cancel`` queued with ``noti
 the prompt's future awaited (no ladder, no ``cancel()``; the turn still resolves as the answer is
 read), next to ``turn.cancel()`` timed alone -- medians of N each, interleaved. The difference is
 what the ladder, the turn machine and ``cancel()`` add to a cancel's critical path.
+
+``--loops`` runs the same ``--floor`` measurement with the host on asyncio's own loop and on
+uvloop (if installed), alternating, two rounds each: what a compiled event loop would take off
+the host's share of a cancel.
 """
 
 from __future__ import annotations
@@ -110,6 +114,15 @@ async def measure(n: int) -> dict[str, list[float]]:
     return out
 
 
+def floor_on(loop: str, n: int) -> tuple[list[float], list[float]]:
+    """``floor(n)`` with the host on ``loop`` (``asyncio`` or ``uvloop``)."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(floor(n))
+    return asyncio.run(floor(n))
+
+
 async def floor(n: int) -> tuple[list[float], list[float]]:
     """(``session/cancel`` + awaiting the prompt's future, ``turn.cancel()``), µs, interleaved."""
     from acp_driver.driver import launch
@@ -147,8 +160,19 @@ def main() -> int:
     parser.add_argument("n", type=int, nargs="?", default=2000, help="cancels (default 2000)")
     parser.add_argument("--src", type=Path, default=HERE.parent / "src", help="the acp_driver tree")
     parser.add_argument("--floor", action="store_true", help="also the cancel without the machinery")
+    parser.add_argument("--loops", action="store_true", help="--floor on asyncio's loop and on uvloop")
     opts = parser.parse_args()
     sys.path.insert(0, str(opts.src.resolve()))
+    if opts.loops:
+        print(f"acp-driver host, ceiling agent: {opts.n} cancels per run, medians in µs ({opts.src})")
+        print(f"  {'loop':8} {'round':>5}  {'notify_nowait':>13}  {'turn.cancel()':>13}")
+        for round_ in (1, 2):
+            for loop in ("asyncio", "uvloop"):
+                bare, full = floor_on(loop, opts.n)
+                print(
+                    f"  {loop:8} {round_:>5}  {statistics.median(bare):13.1f}  {statistics.median(full):13.1f}"
+                )
+        return 0
     if opts.floor:
         bare, full = asyncio.run(floor(opts.n))
         print(f"acp-driver host, ceiling agent: {len(bare)} + {len(full)} cancels, interleaved ({opts.src})")

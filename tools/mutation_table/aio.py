@@ -22,6 +22,25 @@ MUTATIONS = [
         ("tests/driver/test_garbage.py::test_the_previous_turn_is_freed_after_the_woken_caller_ran",),
     ),
     Mutation(
+        "pipes-attached-before-reading",
+        "a connection is attached before its pipe is read (uvloop reads during connect_read_pipe)",
+        "aio/_ndjson.py",
+        "    conn.attach(transport)\n    if _pollable(read_pipe.fileno()):\n"
+        "        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n",
+        "    if _pollable(read_pipe.fileno()):\n"
+        "        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n"
+        "        conn.attach(transport)\n",
+        ("tests/driver/test_uvloop.py",),
+    ),
+    Mutation(
+        "pipe-read-size-only-where-the-transport-has-it",
+        "the pipe's read size is set only on a transport that has it (CPython's; not uvloop's)",
+        "aio/_ndjson.py",
+        '        if hasattr(rt, "max_size"):\n',
+        "        if True:\n",
+        ("tests/driver/test_uvloop.py",),
+    ),
+    Mutation(
         "stdout-protected",
         "spec MUST (transports.mdx): nothing but ACP messages on the agent's stdout",
         "aio/_ndjson.py",

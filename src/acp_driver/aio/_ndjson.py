@@ -195,14 +195,17 @@ async def open_pipes(conn: Connection, read_pipe: Any, write_pipe: Any) -> Ndjso
     else:
         wt = _BlockingWriteTransport(conn, os.dup(write_pipe.fileno()))
     transport = NdjsonTransport(conn, wt)
+    # Attached before anything is read: a loop may deliver data while ``connect_read_pipe`` is
+    # still being awaited (uvloop does), and what it answers must find the outbox ready.
+    conn.attach(transport)
     if _pollable(read_pipe.fileno()):
         rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
-        # asyncio's pipe transport reads ``self.max_size`` bytes at a time (CPython 3.11-3.13).
-        rt.max_size = PIPE_READ_BYTES  # type: ignore[attr-defined]
         transport.add_closer(rt.close)
-        conn.attach(transport)
+        if hasattr(rt, "max_size"):
+            # asyncio's pipe transport reads ``max_size`` bytes at a time (CPython 3.11-3.13;
+            # other loops, such as uvloop, size their reads themselves).
+            rt.max_size = PIPE_READ_BYTES
     else:
-        conn.attach(transport)
         _thread_reader(transport, read_pipe, conn.name)
     return transport
 
