@@ -1,28 +1,40 @@
 """The host driver and the agent runtime on uvloop, the event loop that ASGI servers (uvicorn)
 and many hosts run on: the library may assume nothing of asyncio's loop beyond its public API.
 
-Running the suite on uvloop found two such assumptions, both in ``aio.open_pipes``:
+Running the suite on uvloop found three such assumptions:
 
-- it set the pipe's read size through ``max_size``, an attribute only CPython's pipe transport
-  has: every ``launch`` failed with ``AttributeError``;
+- ``aio.open_pipes`` set the pipe's read size through ``max_size``, an attribute only CPython's
+  pipe transport has: every ``launch`` failed with ``AttributeError``;
 - it attached the connection only once ``connect_read_pipe`` had returned. uvloop delivers the
   data already waiting in the pipe during that await; an agent on the runtime handled the
-  ``initialize`` found there, and its answer stayed queued, never written: the host timed out.
+  ``initialize`` found there, and its answer stayed queued, never written: the host timed out;
+- a ``connect_read_pipe`` cancelled half-way (a terminal whose creation is cancelled, a spawn
+  interrupted) closes the pipe's descriptor on uvloop but not its file object, which then closes
+  that number again later, whatever it has become: ``aio.connect_read_pipe`` never abandons the
+  loop's setup half-way, and closes what it made.
+
+(The CLI stays on asyncio's loop; see docs/hosts.md, "Event loops".)
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvloop
 
+from acp_driver.aio import connect_read_pipe
 from acp_driver.core import Resolution
 from acp_driver.driver import ClientServices, PermissionRequest
+from acp_driver.services import LocalTerminals
 
+from ..services._helpers import FakeSession, live_members
+from ..waiting import eventually
 from ._helpers import AGENTS, close_and_check, reference, running, take
 
 UVLOOP_AGENT = [sys.executable, str(AGENTS / "uvloop_reference.py")]
@@ -85,3 +97,53 @@ async def a_cancel_answers_the_pending_permission(agent_argv: list[str], tmp_pat
         [tool] = turn.tool_calls.values()
         assert tool.cancelled
         await close_and_check(agent)
+
+
+RUNNERS: dict[str, Callable[[Coroutine[Any, Any, None]], None]] = {
+    "asyncio": asyncio.run,
+    "uvloop": uvloop.run,
+}
+
+
+@pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
+def test_a_pipe_connect_cancelled_half_way_closes_the_pipe(
+    run: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    async def scenario() -> None:
+        read_fd, write_fd = os.pipe()
+        pipe = os.fdopen(read_fd, "rb", buffering=0)
+        connecting = asyncio.ensure_future(connect_read_pipe(asyncio.Protocol, pipe))
+        await asyncio.sleep(0)  # one loop iteration: the loop is setting the pipe up
+        connecting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await connecting
+        await eventually(lambda: pipe.closed, "the pipe's file object closed")
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(read_fd)  # and its descriptor with it, once
+        os.close(write_fd)
+
+    run(scenario())
+
+
+def test_a_terminal_cancelled_while_created_leaves_nothing_on_uvloop(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        assert on_uvloop()
+        session = FakeSession("sess_1", str(tmp_path))
+        terminals = LocalTerminals(kill_grace=0.5)
+        params = {"sessionId": session.id, "command": "sleep", "args": ["60"]}
+        try:
+            creating = asyncio.ensure_future(terminals.create(session, session, params))
+            await asyncio.sleep(0)  # spawned and registered; the loop is taking its pipe
+            (terminal,) = terminals.terminals.values()
+            creating.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await creating
+            assert terminals.terminals == {}
+            assert live_members(terminal.pgid) == []
+            stdout = terminal.process.popen.stdout
+            assert stdout is not None
+            await eventually(lambda: stdout.closed, "the terminal's pipe closed")
+        finally:
+            await terminals.aclose()
+
+    uvloop.run(scenario())

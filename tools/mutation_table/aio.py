@@ -26,9 +26,9 @@ MUTATIONS = [
         "a connection is attached before its pipe is read (uvloop reads during connect_read_pipe)",
         "aio/_ndjson.py",
         "    conn.attach(transport)\n    if _pollable(read_pipe.fileno()):\n"
-        "        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n",
+        "        rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n",
         "    if _pollable(read_pipe.fileno()):\n"
-        "        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n"
+        "        rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n"
         "        conn.attach(transport)\n",
         ("tests/driver/test_uvloop.py",),
     ),
@@ -39,6 +39,17 @@ MUTATIONS = [
         '        if hasattr(rt, "max_size"):\n',
         "        if True:\n",
         ("tests/driver/test_uvloop.py",),
+    ),
+    Mutation(
+        "pipe-connect-never-abandoned-half-way",
+        "a cancelled connect_read_pipe still closes its pipe once, file object and descriptor (uvloop)",
+        "aio/_stderr.py",
+        "        transport, _ = await asyncio.shield(connecting)\n",
+        "        transport, _ = await connecting\n",
+        (
+            "tests/driver/test_uvloop.py::test_a_pipe_connect_cancelled_half_way_closes_the_pipe",
+            "tests/driver/test_uvloop.py::test_a_terminal_cancelled_while_created_leaves_nothing_on_uvloop",
+        ),
     ),
     Mutation(
         "stdout-protected",

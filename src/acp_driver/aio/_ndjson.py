@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import LineFramer
+from ._stderr import connect_read_pipe
 from ._transport import TransportReceiver
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ async def open_pipes(conn: Connection, read_pipe: Any, write_pipe: Any) -> Ndjso
     # still being awaited (uvloop does), and what it answers must find the outbox ready.
     conn.attach(transport)
     if _pollable(read_pipe.fileno()):
-        rt, _ = await loop.connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
+        rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
         transport.add_closer(rt.close)
         if hasattr(rt, "max_size"):
             # asyncio's pipe transport reads ``max_size`` bytes at a time (CPython 3.11-3.13;

@@ -65,9 +65,31 @@ async def drain_pipe(
     pipe: Any, on_data: Callable[[bytes], None], on_eof: Callable[[], None]
 ) -> asyncio.BaseTransport:
     """Read ``pipe`` until EOF, passing every chunk to ``on_data``."""
-    loop = asyncio.get_running_loop()
-    transport, _ = await loop.connect_read_pipe(lambda: _DrainProtocol(on_data, on_eof), pipe)
+    return await connect_read_pipe(lambda: _DrainProtocol(on_data, on_eof), pipe)
+
+
+async def connect_read_pipe(factory: Callable[[], asyncio.BaseProtocol], pipe: Any) -> asyncio.ReadTransport:
+    """``loop.connect_read_pipe``, never abandoned half-way: the pipe is the loop's from here on.
+
+    Cancelled while the loop sets the pipe up, the caller gives up at once, and the transport is
+    closed once it is made -- which closes the pipe on every loop. A cancelled
+    ``connect_read_pipe`` itself closes it inconsistently: asyncio's loop closes the file
+    object; uvloop closes its descriptor behind the file object's back, which then closes that
+    number again when it is collected, whatever the number has become meanwhile. The caller
+    must not close ``pipe`` itself.
+    """
+    connecting = asyncio.ensure_future(asyncio.get_running_loop().connect_read_pipe(factory, pipe))
+    try:
+        transport, _ = await asyncio.shield(connecting)
+    except asyncio.CancelledError:
+        connecting.add_done_callback(_close_made)
+        raise
     return transport
+
+
+def _close_made(connecting: asyncio.Future[tuple[asyncio.ReadTransport, Any]]) -> None:
+    if not connecting.cancelled() and connecting.exception() is None:
+        connecting.result()[0].close()
 
 
 def exit_description(code: int | None) -> str:

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..aio import ProcessGroup, StderrTail, drain_pipe, exit_description
+from ..aio import ProcessGroup, StderrTail, connect_read_pipe, drain_pipe, exit_description
 from ..core import LineFramer
 from ._backend import Backend, Deliver
 
@@ -105,7 +105,7 @@ class SubprocessBackend:
             self._call_gone()
 
         async def connect() -> None:
-            self._stdout, _ = await loop.connect_read_pipe(
+            self._stdout = await connect_read_pipe(
                 lambda: _StdoutProtocol(self._framer, deliver, output_ended), popen.stdout
             )
             if self._output_paused:

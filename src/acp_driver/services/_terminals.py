@@ -282,8 +282,8 @@ class Terminal:
         finally:
             if self._transport is not None:
                 self._transport.close()
-            elif self.process.popen.stdout is not None:
-                self.process.popen.stdout.close()  # never attached (creation interrupted)
+            # else: creation was interrupted while the loop took the pipe; it closes it
+            # (``aio.connect_read_pipe``): closing it here too could close a reused descriptor.
             task = self._settle_task
             if task is not None and not task.done():
                 task.cancel()
