@@ -14,14 +14,6 @@ MUTATIONS = [
         ("tests/driver/test_garbage.py",),
     ),
     Mutation(
-        "previous-turn-freed-after-the-caller",
-        "a turn's end frees the session's previous turn after the woken caller ran, not before",
-        "driver/_prompt_turn.py",
-        "            asyncio.get_running_loop().call_soon(_release, previous)\n",
-        "            _release(previous)\n",
-        ("tests/driver/test_garbage.py::test_the_previous_turn_is_freed_after_the_woken_caller_ran",),
-    ),
-    Mutation(
         "pipes-attached-before-reading",
         "a connection is attached before its pipe is read (uvloop reads during connect_read_pipe)",
         "aio/_ndjson.py",

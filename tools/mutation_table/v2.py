@@ -13,7 +13,7 @@ MUTATIONS = [
         "",
         (
             "tests/core/test_spans.py::test_a_forgotten_turn_is_held_nowhere_and_its_late_updates_stay_the_sessions",
-            "tests/driver/test_garbage.py::test_the_previous_turn_is_freed_after_the_woken_caller_ran",
+            "tests/driver/test_garbage.py::test_an_ended_turn_is_freed_once_the_next_one_ends",
         ),
     ),
     Mutation(

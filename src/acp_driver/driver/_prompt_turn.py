@@ -442,13 +442,9 @@ class PromptTurn:
             session.turns.remove(self)
         if session.spans is not None:
             session.spans.forget(self)
-        previous, session.last_turn = session.last_turn, self
+        session.last_turn = self
         self._done.set()
         self._wake()
-        if previous is not None:
-            # Freeing the previous turn's objects takes microseconds: let that happen after the
-            # callers just woken have run (their callbacks are queued first), not before them.
-            asyncio.get_running_loop().call_soon(_release, previous)
         # Agent requests still open for this turn end with it.
         for _method, task in list(self.incoming.values()):
             task.cancel("turn ended")
@@ -565,7 +561,3 @@ def _deadlines(ladder: CancelLadder | None) -> dict[str, float | None]:
         "due": round(ladder.taken[-1][0] - ladder.started_at, 6),
         "next": None if following is None else round(following - ladder.started_at, 6),
     }
-
-
-def _release(previous: PromptTurn) -> None:
-    """Drops the last reference to a session's previous turn (see ``PromptTurn._finish``)."""
