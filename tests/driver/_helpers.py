@@ -80,6 +80,17 @@ async def take(turn: PromptTurn, count: int) -> list[Update]:
     return got
 
 
+async def asked_or_ended(asked: asyncio.Event, turn: PromptTurn) -> None:
+    """Until the host was asked something (``asked`` set by its service) or ``turn`` ended; then
+    ``asked.is_set()`` says which (an ended turn's result says why it never asked)."""
+    waiters = [asyncio.ensure_future(asked.wait()), asyncio.ensure_future(turn.wait())]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+
+
 def read_pids(path: Path) -> dict[str, int]:
     """``role -> pid`` from an agent's pid file (see ``agents/_acp.py``)."""
     pids = {}

@@ -31,7 +31,7 @@ from acp_driver.driver import (
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
-from ._helpers import close_and_check, reference, running, take
+from ._helpers import asked_or_ended, close_and_check, reference, running, take
 
 BUDGET = 2.0
 T0 = 1000.0
@@ -418,10 +418,7 @@ async def test_cancel_answers_pending_permission(tmp_path: Path) -> None:
         session = await agent.new_session(tmp_path)
         turn = session.prompt("/permission")
         async with asyncio.timeout(15):
-            await asyncio.wait(
-                [asyncio.ensure_future(asked.wait()), asyncio.ensure_future(turn.wait())],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await asked_or_ended(asked, turn)
         assert asked.is_set(), await turn
         outcome = await turn.cancel()
         assert outcome.resolution is Resolution.CANCELLED

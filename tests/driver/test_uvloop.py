@@ -35,7 +35,7 @@ from acp_driver.services import LocalTerminals
 
 from ..services._helpers import FakeSession, live_members
 from ..waiting import eventually
-from ._helpers import AGENTS, close_and_check, reference, running, take
+from ._helpers import AGENTS, asked_or_ended, close_and_check, reference, running, take
 
 UVLOOP_AGENT = [sys.executable, str(AGENTS / "uvloop_reference.py")]
 AGENTS_BY_LOOP = {"agent-on-asyncio": reference("polite"), "agent-on-uvloop": UVLOOP_AGENT}
@@ -87,10 +87,7 @@ async def a_cancel_answers_the_pending_permission(agent_argv: list[str], tmp_pat
     ):
         session = await agent.new_session(str(tmp_path))
         turn = session.prompt("/permission")
-        await asyncio.wait(
-            [asyncio.ensure_future(asked.wait()), asyncio.ensure_future(turn.wait())],
-            return_when=asyncio.FIRST_COMPLETED,
-        )
+        await asked_or_ended(asked, turn)
         assert asked.is_set(), await turn
         outcome = await turn.cancel()
         assert outcome.resolution is Resolution.CANCELLED
