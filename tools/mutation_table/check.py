@@ -66,6 +66,14 @@ MUTATIONS = [
         ("tests/cli/test_check_wire.py::test_a_fresh_agent_that_cannot_start_leaves_its_rules_untested",),
     ),
     Mutation(
+        "check-start-timeout",
+        "check: a fresh agent's start (initialize, session/new) waits --start-timeout, not --timeout",
+        "cli/_probe.py",
+        "            return await self.request(method, params, timeout=self.start_timeout)\n",
+        "            return await self.request(method, params)\n",
+        ("tests/cli/test_check_wire.py::test_a_fresh_agent_slower_to_start_than_timeout_is_still_audited",),
+    ),
+    Mutation(
         "check-idle-control-turn",
         "check: a next turn that times out is judged against a control turn on a fresh session",
         "cli/_check_rules.py",
