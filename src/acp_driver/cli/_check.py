@@ -11,7 +11,7 @@ Each check gets a fresh agent process; every process group is reaped, whatever t
 - a check whose turn ended before the cancel could be sent is skipped; a skipped MUST rule makes
   the whole audit inconclusive (its own exit code), never green;
 - an agent that cannot start or initialize is reported once, fast, not as failed rules;
-- starting a fresh agent (spawn, ``initialize``, ``authenticate``, ``session/new``) waits up to
+- starting a fresh agent (``initialize``, ``authenticate``, its first ``session/new``) waits up to
   ``--start-timeout`` (default: 30 s, or ``--timeout`` if longer), not ``--timeout``: that one is
   how long a rule waits for the agent to react, and a slow start is not a slow reaction;
 - a remote agent (``check -- ws://host:port/acp``; ``--header`` for credentials) gets a fresh

@@ -266,8 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SEC",
         type=seconds,
         default=None,
-        help="how long each step of starting a fresh agent may take: spawn or connect, initialize, "
-        "authenticate, session/new (default: 30, or --timeout if longer)",
+        help="how long each step of starting a fresh agent may take: connect (a remote agent), "
+        "initialize, authenticate, the first session/new (default: 30, or --timeout if longer)",
     )
     check.add_argument(
         "--strict",

@@ -11,11 +11,12 @@ send a malformed line, or see replies to notifications. What the agent sent is t
 tracer), so latencies are measured from the wire, never from when the audit got around to
 looking.
 
-Starting a fresh agent (spawn or connect, ``initialize``, ``authenticate``, ``session/new`` and
-its mode) is bounded by ``start_timeout``, not by ``timeout``: ``--timeout`` is what a rule waits
-for the agent's reaction (a cancel landing, an answer), and a process that is slow to come up (a
-runtime warming up, ``npx`` fetching the agent, a busy machine) is not slow to react. The time a
-start step takes is not counted in the check's own bound (``budget``) either.
+Starting a fresh agent (the connection of a remote one, ``initialize``, ``authenticate``, its
+first ``session/new`` and its mode) is bounded by ``start_timeout``, not by ``timeout``:
+``--timeout`` is what a rule waits for the agent's reaction (a cancel landing, an answer), and a
+process that is slow to come up (a runtime warming up, ``npx`` fetching the agent, a busy
+machine) is not slow to react. The time a start step takes is not counted in the check's own
+bound (``budget``) either.
 """
 
 from __future__ import annotations
@@ -102,8 +103,8 @@ class Probe:
     timeout: float
     """``--timeout``: what a rule's request to the agent waits for its answer by default."""
     start_timeout: float = START_TIMEOUT
-    """What each step of the start (spawn or connect, ``initialize``, ``authenticate``,
-    ``session/new``, the mode) waits."""
+    """What each step of the start (the connection of a remote agent, ``initialize``,
+    ``authenticate``, the first ``session/new`` and its mode) waits."""
     budget: asyncio.Timeout | None = None
     """The check's own bound, set by the audit: each start step pushes it back by the time it
     took, so that a slow start never eats the time of the rules."""
@@ -316,9 +317,12 @@ class Probe:
         with self._start_step():
             return await self.request(method, params, timeout=self.start_timeout)
 
-    async def _step(self, what: str, method: str, params: Any) -> Any:
+    async def _step(self, what: str, method: str, params: Any, start: bool = True) -> Any:
+        """A set-up request: of the agent's start (``start_timeout``), or not (``timeout``)."""
         try:
-            return await self._start_request(method, params)
+            if start:
+                return await self._start_request(method, params)
+            return await self.request(method, params)
         except (RpcError, TimeoutError, AgentGone) as exc:
             raise SetupError(f"{what}: {exc or type(exc).__name__}") from exc
 
@@ -394,8 +398,12 @@ class Probe:
         return params
 
     async def new_session(self) -> str:
-        """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id."""
-        result = await self._step("session/new", p.SESSION_NEW, {"cwd": self.session_cwd, "mcpServers": []})
+        """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id. The
+        probe's first session is part of the agent's start; a later one (a control turn's) is
+        asked of an agent already up, which a wedged agent must not make wait ``start_timeout``."""
+        start = self.session_id is None
+        params = {"cwd": self.session_cwd, "mcpServers": []}
+        result = await self._step("session/new", p.SESSION_NEW, params, start)
         sid = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(sid, str):
             raise SetupError(f"session/new: invalid response {excerpt(result)}")
@@ -405,10 +413,14 @@ class Probe:
                 f"session/set_config_option mode={self.mode!r}",
                 p.SESSION_SET_CONFIG_OPTION,
                 {"sessionId": sid, "configId": "mode", "type": "id", "value": self.mode},
+                start,
             )
         elif self.mode is not None:
             await self._step(
-                f"session/set_mode {self.mode!r}", p.SESSION_SET_MODE, {"sessionId": sid, "modeId": self.mode}
+                f"session/set_mode {self.mode!r}",
+                p.SESSION_SET_MODE,
+                {"sessionId": sid, "modeId": self.mode},
+                start,
             )
         return sid
 
