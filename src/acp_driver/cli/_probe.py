@@ -49,8 +49,8 @@ terminals). Neither ``state_update`` (``running`` may come before any model call
 session-wide ``usage_update`` (claude-agent-acp sends it before the model answers) counts."""
 
 START_TIMEOUT = 30.0
-"""What each step of a fresh agent's start may take by default (``--start-timeout``; never less
-than ``--timeout``): the driver's own ``initialize`` bound."""
+"""What each step of a fresh agent's start may take: ``--start-timeout``'s default (unless
+``--timeout`` is longer), the driver's own ``initialize`` bound."""
 
 START_SLACK = 1.0
 """What a start step's room in the check's ``budget`` has beyond ``start_timeout``: the step's
