@@ -36,6 +36,9 @@ audit's verdict on it can be tested against a real process over real pipes.
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
     --fail-after N          with --pidfile: exit at once (status 3) if N pids are in it already
+    --slow-answer METHOD MS the answer to every METHOD request (initialize, session/new) comes MS
+                            late, the agent reading nothing meanwhile (a slow start: a runtime
+                            warming up, npx fetching the agent); repeatable
     --log PATH              append every message received (one JSON per line)
     --pidfile PATH          append this process's pid
 """
@@ -85,6 +88,7 @@ class Agent:
         self.raced = False
         self.terminal = False
         self.poisoned: set[str] = set()
+        self.slow = {method: int(ms) for method, ms in opts.slow_answer}
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -98,6 +102,8 @@ class Agent:
             self.notification(method, params)
             return
         rid = msg["id"]
+        if method in self.slow:
+            time.sleep(self.slow[method] / 1000)
         if method == "initialize":
             if self.opts.refuse_v2 and params.get("protocolVersion") != 1:
                 data = {"requested": params.get("protocolVersion"), "supported": [1]}
@@ -291,6 +297,7 @@ def main() -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--pidfile", default=None)
     parser.add_argument("--fail-after", type=int, default=None)
+    parser.add_argument("--slow-answer", nargs=2, action="append", default=[], metavar=("METHOD", "MS"))
     opts = parser.parse_args()
     global MESSAGE_ID
     MESSAGE_ID = opts.message_id

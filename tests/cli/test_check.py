@@ -145,6 +145,8 @@ def test_an_agent_that_cannot_start_is_reported_once_exit_1(agent: list[str], re
         ["--timeout", "nan"],
         ["--timeout", "-1"],
         ["--timeout", "0"],
+        ["--start-timeout", "0"],
+        ["--start-timeout", "nan"],
         ["--busy-after", "inf"],
         ["--cwd", "/nonexistent/dir"],
     ],

@@ -114,8 +114,37 @@ def test_a_fresh_agent_that_cannot_start_leaves_its_rules_untested(tmp_path: Pat
     idle = rule(doc, IDLE_RULE)
     assert idle["result"] == "skip", idle
     assert idle["evidence"].startswith("not tested: could not set up a fresh agent: initialize:")
-    assert "a longer --timeout" in doc["hint"]
+    assert "a longer --start-timeout" in doc["hint"]
     assert code == 6
+
+
+SLOW_START_MS = 2000
+"""How late each fresh agent answers its slow start step: longer than the tests' --timeout (1.5 s),
+far shorter than --start-timeout's default (30 s)."""
+
+
+@pytest.mark.parametrize("method", ["initialize", "session/new"])
+def test_a_fresh_agent_slower_to_start_than_timeout_is_still_audited(method: str, tmp_path: Path) -> None:
+    """Every check's fresh agent answers its first requests late (a runtime warming up, a busy
+    machine): the start has its own bound, --start-timeout, so every rule is still tested."""
+    pids = tmp_path / "pids"
+    agent = [*QUIRKY, "--pidfile", str(pids), "--slow-answer", method, str(SLOW_START_MS)]
+    code, doc = check(agent=agent)
+    untested = [r for r in doc.get("results", []) if r["evidence"].startswith("not tested")]
+    assert not untested, untested
+    assert doc["verdict"] == "passed", doc
+    assert code == 0
+    assert len(pids.read_text().split()) == 7  # one slow agent per check
+
+
+def test_a_start_slower_than_start_timeout_is_reported_at_once() -> None:
+    """--start-timeout bounds the start: an agent that does not answer initialize within it
+    cannot be audited (exit 1), however long --timeout is."""
+    agent = [*QUIRKY, "--slow-answer", "initialize", "600000"]
+    code, doc = check("--timeout", "300", "--start-timeout", "1", agent=agent)
+    assert doc["verdict"] == "error", doc
+    assert "could not start or initialize: initialize:" in doc["error"]
+    assert code == 1
 
 
 def test_a_next_turn_that_never_ends_is_inconclusive_when_no_turn_ends() -> None:

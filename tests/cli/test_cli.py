@@ -292,6 +292,7 @@ def results_by_rule(doc: dict[str, Any]) -> dict[str, str]:
 
 CANCEL_RULE = "session/cancel answered stopReason cancelled"
 CANCEL_REQUEST_RULE = "$/cancel_request ends the in-flight prompt promptly"
+IDLE_RULE = "cancel on an idle session does not poison the next turn"
 
 
 def test_check_passes_the_polite_reference_agent() -> None:
@@ -312,6 +313,7 @@ def test_check_passes_the_polite_reference_agent() -> None:
         ("no-answer-on-cancel-request", CANCEL_REQUEST_RULE, False, None),
         ("hang", CANCEL_RULE, True, None),
     ],
+    ids=["ignore-cancel", "end-turn-on-cancel", "error-on-cancel", "no-answer-on-cancel-request", "hang"],
 )
 def test_check_fails_each_misbehaviour_naming_the_rule(
     behavior: str, failing_rule: str, must_fails: bool, evidence: str | None
@@ -323,6 +325,12 @@ def test_check_fails_each_misbehaviour_naming_the_rule(
     assert doc["mustPassed"] is not must_fails
     if evidence is not None:  # the evidence names what went wrong
         assert evidence in next(r["evidence"] for r in doc["results"] if r["rule"] == failing_rule)
+    if behavior == "hang":  # the control turn's session is not a start: --timeout, not --start-timeout
+        idle = next(r for r in doc["results"] if r["rule"] == IDLE_RULE)
+        assert (
+            "no fresh session for the control turn: session/new: session/new timed out after 1.5s"
+            in (idle["evidence"])
+        )
     if not must_fails:  # --strict fails on a SHOULD too (a failed MUST is exit 5 either way)
         strict_code, _ = check("--strict", "--", *AGENT.split(), "--behavior", behavior)
         assert strict_code == 5

@@ -66,6 +66,22 @@ MUTATIONS = [
         ("tests/cli/test_check_wire.py::test_a_fresh_agent_that_cannot_start_leaves_its_rules_untested",),
     ),
     Mutation(
+        "check-start-timeout",
+        "check: a fresh agent's start (initialize, session/new) waits --start-timeout, not --timeout",
+        "cli/_probe.py",
+        "            return await self.request(method, params, timeout=self.start_timeout)\n",
+        "            return await self.request(method, params)\n",
+        ("tests/cli/test_check_wire.py::test_a_fresh_agent_slower_to_start_than_timeout_is_still_audited",),
+    ),
+    Mutation(
+        "check-control-session-not-a-start",
+        "check: a control turn's fresh session waits --timeout (the agent is up), not --start-timeout",
+        "cli/_probe.py",
+        "        start = self.session_id is None\n",
+        "        start = True\n",
+        ("tests/cli/test_cli.py::test_check_fails_each_misbehaviour_naming_the_rule[hang]",),
+    ),
+    Mutation(
         "check-idle-control-turn",
         "check: a next turn that times out is judged against a control turn on a fresh session",
         "cli/_check_rules.py",

@@ -11,6 +11,9 @@ Each check gets a fresh agent process; every process group is reaped, whatever t
 - a check whose turn ended before the cancel could be sent is skipped; a skipped MUST rule makes
   the whole audit inconclusive (its own exit code), never green;
 - an agent that cannot start or initialize is reported once, fast, not as failed rules;
+- starting a fresh agent (``initialize``, ``authenticate``, its first ``session/new``) waits up to
+  ``--start-timeout`` (default: 30 s, or ``--timeout`` if longer), not ``--timeout``: that one is
+  how long a rule waits for the agent to react, and a slow start is not a slow reaction;
 - a remote agent (``check -- ws://host:port/acp``; ``--header`` for credentials) gets a fresh
   connection per check instead of a process; the rules about the agent's process (what it does
   at the end of its stdin) are reported ``n/a``, "not applicable over a network" -- neither
@@ -52,7 +55,7 @@ from ._check_rules import (
 )
 from ._check_v2 import BUSY_RULES_V2, CHECKS_V2
 from ._check_v2_session import V2_PERMISSION_RULE
-from ._probe import SPAWNED, AgentGone, Probe, SetupError, absolute_paths
+from ._probe import SPAWNED, START_TIMEOUT, AgentGone, Probe, SetupError, absolute_paths
 from ._text import json_text, shown
 
 T = TypeVar("T")
@@ -63,6 +66,12 @@ NOT_SET_UP = "not tested: could not set up a fresh agent"
 
 class AuditAborted(Exception):
     """The agent could not be brought to a session at all: nothing was audited."""
+
+
+def start_timeout(opts: argparse.Namespace) -> float:
+    """``--start-timeout``; absent: ``START_TIMEOUT``, or ``--timeout`` if that is longer."""
+    given: float | None = getattr(opts, "start_timeout", None)
+    return given if given is not None else max(START_TIMEOUT, opts.timeout)
 
 
 def _asked(opts: argparse.Namespace) -> str | int:
@@ -82,6 +91,7 @@ async def _audit(
     protocol: str | int = _asked(opts)
     checks: list[Check] | None = None
     index = 0
+    start = start_timeout(opts)
     while checks is None or index < len(checks):
         name = checks[index].run.__name__ if checks is not None else "negotiate"
         probe = Probe(
@@ -89,6 +99,7 @@ async def _audit(
             cwd,
             session_cwd,
             opts.timeout,
+            start_timeout=start,
             auth=opts.auth,
             mode=opts.mode,
             terminal=bool(getattr(opts, "terminal", False)),
@@ -101,11 +112,13 @@ async def _audit(
         if checks is None:
             # The first probe: the version the agent answers decides which rules are audited.
             try:
-                async with asyncio.timeout(opts.timeout * 2 + 5):
+                # Each step of the start has its own bound and pushes this one back by its time.
+                async with asyncio.timeout(opts.timeout * 2 + 5) as probe.budget:
                     await probe.connect()
             except (SetupError, TimeoutError) as exc:
                 await probe.close()
                 raise AuditAborted(str(exc) or "initialize: no answer") from exc
+            probe.budget = None
             protocol = probe.version
             checks = CHECKS_V2 if probe.version == 2 else CHECKS
             if isinstance(probe.trace, Bound):  # its wire so far belongs to its check
@@ -115,7 +128,8 @@ async def _audit(
             probe.trace.event("check_start")
         started = time.monotonic()
         try:
-            async with asyncio.timeout(opts.timeout * 8 + 5):
+            # The check's own bound: its agent's start (bounded by --start-timeout) is not counted.
+            async with asyncio.timeout(opts.timeout * 8 + 5) as probe.budget:
                 found = await check.run(opts, probe)
         except SetupError as exc:
             if index == 0:
@@ -306,7 +320,7 @@ def _recorder(opts: argparse.Namespace, argv: list[str]) -> Any:
 def _hint(skipped: list[CheckResult]) -> str:
     wants = []
     if any(r.evidence.startswith(NOT_SET_UP) for r in skipped):
-        wants.append("a longer --timeout (a fresh agent did not start or initialize in time)")
+        wants.append("a longer --start-timeout (a fresh agent did not start or initialize in time)")
         skipped = [r for r in skipped if not r.evidence.startswith(NOT_SET_UP)]
     if any(r.rule in (CANCEL_RULE, AFTER_RULE, CANCEL_REQUEST_RULE, *BUSY_RULES_V2) for r in skipped):
         wants.append(

@@ -255,7 +255,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="a prompt that makes the agent ask for permission",
     )
     check.add_argument(
-        "--timeout", metavar="SEC", type=seconds, default=10.0, help="how long to wait for each step"
+        "--timeout",
+        metavar="SEC",
+        type=seconds,
+        default=10.0,
+        help="how long each rule waits for the agent to react: an answer, a cancel to land (default: 10)",
+    )
+    check.add_argument(
+        "--start-timeout",
+        metavar="SEC",
+        type=seconds,
+        default=None,
+        help="how long each step of starting a fresh agent may take: connect (a remote agent), "
+        "initialize, authenticate, the first session/new (default: 30, or --timeout if longer)",
     )
     check.add_argument(
         "--strict",
@@ -397,6 +409,8 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
         parser.error("--timeout must be a positive number of seconds")
     if opts.busy_after is not None and not (math.isfinite(opts.busy_after) and opts.busy_after > 0):
         parser.error("--busy-after must be a positive number of seconds")
+    if opts.start_timeout is not None and not (math.isfinite(opts.start_timeout) and opts.start_timeout > 0):
+        parser.error("--start-timeout must be a positive number of seconds")
     session_cwd: str | None = None
     if opts.cwd is not None:
         here = "" if os.path.isabs(opts.cwd) else _current_directory(parser)

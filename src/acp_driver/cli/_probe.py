@@ -10,6 +10,13 @@ send a malformed line, or see replies to notifications. What the agent sent is t
 ``incoming`` keeps every message with its arrival time (read off the wire by the connection's
 tracer), so latencies are measured from the wire, never from when the audit got around to
 looking.
+
+Starting a fresh agent (the connection of a remote one, ``initialize``, ``authenticate``, its
+first ``session/new`` and its mode) is bounded by ``start_timeout``, not by ``timeout``:
+``--timeout`` is what a rule waits for the agent's reaction (a cancel landing, an answer), and a
+process that is slow to come up (a runtime warming up, ``npx`` fetching the agent, a busy
+machine) is not slow to react. The time a start step takes is not counted in the check's own
+bound (``budget``) either.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import contextlib
 import os
 import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -40,6 +47,14 @@ TURN_ACTIVITY_V2 = p.TURN_UPDATES_V2 - {"user_message", "user_message_chunk"}
 """v2: the updates that show foreground work at it (messages, thoughts, tool calls, plans,
 terminals). Neither ``state_update`` (``running`` may come before any model call) nor the
 session-wide ``usage_update`` (claude-agent-acp sends it before the model answers) counts."""
+
+START_TIMEOUT = 30.0
+"""What each step of a fresh agent's start may take: ``--start-timeout``'s default (unless
+``--timeout`` is longer), the driver's own ``initialize`` bound."""
+
+START_SLACK = 1.0
+"""What a start step's room in the check's ``budget`` has beyond ``start_timeout``: the step's
+own bound must go off first, as a ``SetupError`` (not tested), never as the check's bound."""
 
 T = TypeVar("T")
 
@@ -86,6 +101,13 @@ class Probe:
     session_cwd: str
     """Every session's working directory (a throw-away directory unless ``--cwd``)."""
     timeout: float
+    """``--timeout``: what a rule's request to the agent waits for its answer by default."""
+    start_timeout: float = START_TIMEOUT
+    """What each step of the start (the connection of a remote agent, ``initialize``,
+    ``authenticate``, the first ``session/new`` and its mode) waits."""
+    budget: asyncio.Timeout | None = None
+    """The check's own bound, set by the audit: each start step pushes it back by the time it
+    took, so that a slow start never eats the time of the rules."""
     auth: str | None = None
     """``--auth``: the ``authenticate`` method id sent after ``initialize``."""
     mode: str | None = None
@@ -123,6 +145,10 @@ class Probe:
     """With ``--trace``: this probe's ``TraceSink`` (bound to its check's name)."""
 
     async def start(self) -> None:
+        with self._start_step():
+            await self._start()
+
+    async def _start(self) -> None:
         conn = self.conn = Connection(
             name="audit", tracer=wire_tracer(self._trace, self.trace), close_timeout=0.3
         )
@@ -136,7 +162,11 @@ class Probe:
             from ..net import open_transport
 
             self.transport = await open_transport(
-                self.url, conn, headers=self.headers, open_timeout=self.timeout, ssl_context=self.ssl_context
+                self.url,
+                conn,
+                headers=self.headers,
+                open_timeout=self.start_timeout,
+                ssl_context=self.ssl_context,
             )
             return
         self.child = await AgentProcess.spawn(
@@ -269,8 +299,29 @@ class Probe:
         limit = self.timeout if timeout is None else timeout
         return await self.until_gone(self.conn.request(method, params, timeout=limit))
 
-    async def _step(self, what: str, method: str, params: Any) -> Any:
+    @contextlib.contextmanager
+    def _start_step(self) -> Iterator[None]:
+        """A step of the agent's start: the check's ``budget`` (if any) gets room for it, then
+        keeps only the time the step really took."""
+        budget = self.budget
+        room = self.start_timeout + START_SLACK
+        began = time.monotonic()
+        _push_back(budget, room)
         try:
+            yield
+        finally:
+            _push_back(budget, time.monotonic() - began - room)
+
+    async def _start_request(self, method: str, params: Any) -> Any:
+        """A request of the agent's start, bounded by ``start_timeout``."""
+        with self._start_step():
+            return await self.request(method, params, timeout=self.start_timeout)
+
+    async def _step(self, what: str, method: str, params: Any, start: bool = True) -> Any:
+        """A set-up request: of the agent's start (``start_timeout``), or not (``timeout``)."""
+        try:
+            if start:
+                return await self._start_request(method, params)
             return await self.request(method, params)
         except (RpcError, TimeoutError, AgentGone) as exc:
             raise SetupError(f"{what}: {exc or type(exc).__name__}") from exc
@@ -304,7 +355,7 @@ class Probe:
         of them we speak); ``1``/``2`` insist on that version."""
         wanted = self.protocol
         try:
-            result = await self.request(p.INITIALIZE, self._initialize_params(1 if wanted == 1 else 2))
+            result = await self._start_request(p.INITIALIZE, self._initialize_params(1 if wanted == 1 else 2))
         except RpcError as exc:
             supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
             spoken = sorted(v for v in supported if v in (1, 2)) if isinstance(supported, list) else []
@@ -347,8 +398,12 @@ class Probe:
         return params
 
     async def new_session(self) -> str:
-        """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id."""
-        result = await self._step("session/new", p.SESSION_NEW, {"cwd": self.session_cwd, "mcpServers": []})
+        """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id. The
+        probe's first session is part of the agent's start; a later one (a control turn's) is
+        asked of an agent already up, which a wedged agent must not make wait ``start_timeout``."""
+        start = self.session_id is None
+        params = {"cwd": self.session_cwd, "mcpServers": []}
+        result = await self._step("session/new", p.SESSION_NEW, params, start)
         sid = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(sid, str):
             raise SetupError(f"session/new: invalid response {excerpt(result)}")
@@ -358,10 +413,14 @@ class Probe:
                 f"session/set_config_option mode={self.mode!r}",
                 p.SESSION_SET_CONFIG_OPTION,
                 {"sessionId": sid, "configId": "mode", "type": "id", "value": self.mode},
+                start,
             )
         elif self.mode is not None:
             await self._step(
-                f"session/set_mode {self.mode!r}", p.SESSION_SET_MODE, {"sessionId": sid, "modeId": self.mode}
+                f"session/set_mode {self.mode!r}",
+                p.SESSION_SET_MODE,
+                {"sessionId": sid, "modeId": self.mode},
+                start,
             )
         return sid
 
@@ -466,6 +525,16 @@ class Probe:
         code = await self.child.reap(term_timeout=0.5)
         self.child.close_stderr()
         return exit_description(code)
+
+
+def _push_back(budget: asyncio.Timeout | None, by: float) -> None:
+    """Move ``budget``'s deadline ``by`` seconds later (earlier, if negative), unless it has none,
+    went off already, or is no longer entered."""
+    when = budget.when() if budget is not None and not budget.expired() else None
+    if budget is None or when is None:
+        return
+    with contextlib.suppress(RuntimeError):  # exited: nothing left to bound
+        budget.reschedule(when + by)
 
 
 def absolute_paths(argv: list[str]) -> list[str]:
