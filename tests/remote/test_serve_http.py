@@ -119,7 +119,9 @@ async def test_messages_wait_for_their_stream(make_server: Any) -> None:
 
 
 async def test_a_stream_nobody_reads_is_bounded(make_server: Any) -> None:
-    server = await make_server(max_buffered_bytes=4000)
+    """The agent is paused once the stream's room is full (never more than the limit waits),
+    and a client that reads none of it is ended after the idle timeout."""
+    server = await make_server(max_buffered_bytes=4000, idle_timeout=0.5)
     async with HttpClient.connect(server.url) as http:
         sid = await _session(http)
         (conn,) = server.connections.values()
@@ -130,8 +132,9 @@ async def test_a_stream_nobody_reads_is_bounded(make_server: Any) -> None:
         await http.request(
             "session/prompt", {"sessionId": sid, "prompt": text_prompt("/stream 100000 0")}, sid
         )
+        await eventually(lambda: conn.paused_since is not None, "the agent's output paused")
         await asyncio.wait_for(conn.wait_ended(), 30)
-        assert "not read" in (conn.end_reason or "")
+        assert conn.end_reason == "the client read none of the agent's output for 0.5 s"
         assert pid_gone(conn.backend.pid)
 
 

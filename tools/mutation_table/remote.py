@@ -6,6 +6,25 @@ from ._base import Mutation
 
 MUTATIONS = [
     Mutation(
+        "relay-holds-a-read-past-the-pause",
+        "serve: paused mid-read, the relay holds the read's remaining lines (a loop may read more than the room)",
+        "remote/_relay.py",
+        "            if self.paused or held:\n",
+        "            if False:\n",
+        (
+            "tests/remote/test_relay_reads.py",
+            "tests/remote/test_serve_http.py::test_a_stream_nobody_reads_is_bounded",
+        ),
+    ),
+    Mutation(
+        "relay-end-waits-for-held-lines",
+        "serve: the agent's output end waits for the lines the relay holds (nothing lost)",
+        "remote/_relay.py",
+        "        if self._ended and not self._held and eof is not None:\n",
+        "        if self._ended and eof is not None:\n",
+        ("tests/remote/test_relay_reads.py",),
+    ),
+    Mutation(
         "serve-session-cancel-on-disconnect",
         "serve: a connection that ends mid-turn sends session/cancel for the live prompt",
         "remote/_served.py",

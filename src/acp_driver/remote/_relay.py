@@ -10,13 +10,14 @@ lines logged when the agent ends badly), and its stdout is split into lines by t
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..aio import ProcessGroup, StderrTail, connect_read_pipe, drain_pipe, exit_description
-from ..core import LineFramer
+from ..core import LineFramer, OversizedLine
 from ._backend import Backend, Deliver
 
 if TYPE_CHECKING:
@@ -29,19 +30,47 @@ _EXIT_DRAIN = 0.5
 
 
 class _StdoutProtocol(asyncio.Protocol):
+    """The agent's stdout, line by line. Paused, it holds the lines of a read already made and
+    delivers them, in order, when resumed: a loop may have read more than the client's room
+    (uvloop reads a pipe in bigger pieces than asyncio's 64 KiB), and the outlet's limit is for
+    a client that does not read, not for the size of one read. Its end waits for them too."""
+
     def __init__(self, framer: LineFramer, deliver: Deliver, eof: Callable[[], None]) -> None:
         self._framer = framer
         self._deliver = deliver
-        self._eof = eof
+        self._eof: Callable[[], None] | None = eof
+        self._ended = False
+        self._held: collections.deque[bytes | OversizedLine] = collections.deque()
+        self.paused = False
 
     def data_received(self, data: bytes) -> None:
-        for item in self._framer.feed(data):
-            self._deliver(item)
+        self._pass(self._framer.feed(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for item in self._framer.feed(b""):
-            self._deliver(item)
-        self._eof()
+        self._pass(self._framer.feed(b""))
+        self._ended = True
+        self._end_once_delivered()
+
+    def resume(self) -> None:
+        self.paused = False
+        held = self._held
+        while held and not self.paused:  # a delivery may pause it again
+            self._deliver(held.popleft())
+        self._end_once_delivered()
+
+    def _pass(self, items: list[bytes | OversizedLine]) -> None:
+        held = self._held
+        for item in items:
+            if self.paused or held:
+                held.append(item)
+            else:
+                self._deliver(item)
+
+    def _end_once_delivered(self) -> None:
+        eof = self._eof
+        if self._ended and not self._held and eof is not None:
+            self._eof = None
+            eof()
 
 
 class _StdinProtocol(asyncio.BaseProtocol):
@@ -60,6 +89,7 @@ class SubprocessBackend:
         self._framer = LineFramer(max_message_bytes)
         self._stdin: asyncio.WriteTransport | None = None
         self._stdout: asyncio.BaseTransport | None = None
+        self._stdout_protocol: _StdoutProtocol | None = None
         self._stderr: asyncio.BaseTransport | None = None
         self._gone_called = False
         self._gone: Callable[[], None] | None = None
@@ -104,10 +134,11 @@ class SubprocessBackend:
             self._output_ended = True
             self._call_gone()
 
+        protocol = self._stdout_protocol = _StdoutProtocol(self._framer, deliver, output_ended)
+        protocol.paused = self._output_paused
+
         async def connect() -> None:
-            self._stdout = await connect_read_pipe(
-                lambda: _StdoutProtocol(self._framer, deliver, output_ended), popen.stdout
-            )
+            self._stdout = await connect_read_pipe(lambda: protocol, popen.stdout)
             if self._output_paused:
                 self.pause_output()
 
@@ -130,12 +161,18 @@ class SubprocessBackend:
 
     def pause_output(self) -> None:
         self._output_paused = True
+        if self._stdout_protocol is not None:
+            self._stdout_protocol.paused = True  # the rest of a read already made is held
         stdout = self._stdout
         if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
             stdout.pause_reading()
 
     def resume_output(self) -> None:
         self._output_paused = False
+        if self._stdout_protocol is not None:
+            self._stdout_protocol.resume()  # what was held first: it was read first
+            if self._output_paused:
+                return  # it filled the client's room again
         stdout = self._stdout
         if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
             stdout.resume_reading()
