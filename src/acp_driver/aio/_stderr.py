@@ -1,4 +1,5 @@
-"""A child's stderr, drained for ever into a bounded tail; how an exit status reads to people."""
+"""A child's stderr, drained for ever into a bounded tail; how an exit status reads to people;
+and ``connect_read_pipe``, the one way any pipe of a child (stdout, stderr) is handed to the loop."""
 
 from __future__ import annotations
 
