@@ -10,8 +10,9 @@ Running the suite on uvloop found three such assumptions:
   ``initialize`` found there, and its answer stayed queued, never written: the host timed out;
 - a ``connect_read_pipe`` cancelled half-way (a terminal whose creation is cancelled, a spawn
   interrupted) closes the pipe's descriptor on uvloop but not its file object, which then closes
-  that number again later, whatever it has become: ``aio.connect_read_pipe`` never abandons the
-  loop's setup half-way, and closes what it made.
+  that number again later, whatever it has become: ``aio.connect_read_pipe`` (and
+  ``connect_write_pipe``: uvloop's write side does the same) never abandons the loop's setup
+  half-way, and closes what it made.
 
 (The CLI stays on asyncio's loop; see docs/hosts.md, "Event loops".)
 """
@@ -28,13 +29,13 @@ from typing import Any
 import pytest
 import uvloop
 
-from acp_driver.aio import connect_read_pipe
+from acp_driver.aio import Connection, State, connect_read_pipe, connect_write_pipe, open_pipes
 from acp_driver.core import Resolution
 from acp_driver.driver import ClientServices, PermissionRequest
 from acp_driver.services import LocalTerminals
 
 from ..services._helpers import FakeSession, live_members
-from ..waiting import eventually
+from ..waiting import DEFAULT_TIMEOUT, eventually
 from ._helpers import AGENTS, asked_or_ended, close_and_check, reference, running, take
 
 UVLOOP_AGENT = [sys.executable, str(AGENTS / "uvloop_reference.py")]
@@ -102,22 +103,100 @@ RUNNERS: dict[str, Callable[[Coroutine[Any, Any, None]], None]] = {
 }
 
 
+@pytest.mark.parametrize("direction", ["read", "write"])
 @pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
 def test_a_pipe_connect_cancelled_half_way_closes_the_pipe(
-    run: Callable[[Coroutine[Any, Any, None]], None],
+    run: Callable[[Coroutine[Any, Any, None]], None], direction: str
 ) -> None:
     async def scenario() -> None:
         read_fd, write_fd = os.pipe()
-        pipe = os.fdopen(read_fd, "rb", buffering=0)
-        connecting = asyncio.ensure_future(connect_read_pipe(asyncio.Protocol, pipe))
+        if direction == "read":
+            ours, theirs = read_fd, write_fd
+            pipe = os.fdopen(ours, "rb", buffering=0)
+            connecting = asyncio.ensure_future(connect_read_pipe(asyncio.Protocol, pipe))
+        else:
+            ours, theirs = write_fd, read_fd
+            pipe = os.fdopen(ours, "wb", buffering=0)
+            connecting = asyncio.ensure_future(connect_write_pipe(asyncio.BaseProtocol, pipe))
         await asyncio.sleep(0)  # one loop iteration: the loop is setting the pipe up
         connecting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await connecting
         await eventually(lambda: pipe.closed, "the pipe's file object closed")
         with pytest.raises(OSError, match="Bad file descriptor"):
-            os.fstat(read_fd)  # and its descriptor with it, once
-        os.close(write_fd)
+            os.fstat(ours)  # and its descriptor with it, once
+        os.close(theirs)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("step", ["write", "read"])
+@pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
+def test_open_pipes_cancelled_half_way_leaves_nothing_open(
+    run: Callable[[Coroutine[Any, Any, None]], None], step: str
+) -> None:
+    """Cancelled while the loop takes the write pipe, the write pipe is closed and the read pipe
+    is still the caller's; cancelled once attached, while the read side is being set up,
+    nothing is left open -- not the connection (it closes as if the peer had ended), not the
+    pipe it writes to."""
+
+    async def scenario() -> None:
+        to_us, from_peer = os.pipe()
+        to_peer, from_us = os.pipe()
+        reader = os.fdopen(to_us, "rb", buffering=0)
+        writer = os.fdopen(from_us, "wb", buffering=0)
+        conn = Connection(name="half-open")
+        opening = asyncio.ensure_future(open_pipes(conn, reader, writer))
+        await asyncio.sleep(0)  # one iteration: the loop is taking the write pipe
+        if step == "read":
+            while conn.state is State.NEW:  # step by step: cancelled right after the attach
+                assert not opening.done()
+                await asyncio.sleep(0)
+        opening.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await opening
+        closed = [from_us]
+        if step == "read":
+            await asyncio.wait_for(conn.wait_closed(), DEFAULT_TIMEOUT)
+            await eventually(lambda: reader.closed, "the read pipe's file object closed")
+            closed.append(to_us)
+        else:
+            assert conn.state is State.NEW
+            assert not reader.closed
+            reader.close()
+        await eventually(lambda: writer.closed, "the write pipe's file object closed")
+        for fd in closed:
+            with pytest.raises(OSError, match="Bad file descriptor"):
+                os.fstat(fd)
+        assert os.read(to_peer, 100) == b""  # the peer sees the end of our output
+        os.close(to_peer)
+        os.close(from_peer)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
+def test_open_pipes_that_cannot_read_raises_and_leaves_nothing_open(
+    run: Callable[[Coroutine[Any, Any, None]], None],
+) -> None:
+    """The read side fails once the connection is attached (here: a read pipe already closed):
+    the error reaches the caller, and the connection is closed with its write pipe, not left
+    open on a transport that will never read."""
+
+    async def scenario() -> None:
+        to_us, from_peer = os.pipe()
+        to_peer, from_us = os.pipe()
+        reader = os.fdopen(to_us, "rb", buffering=0)
+        writer = os.fdopen(from_us, "wb", buffering=0)
+        reader.close()
+        conn = Connection(name="cannot-read")
+        with pytest.raises(ValueError, match="closed file"):
+            await open_pipes(conn, reader, writer)
+        await asyncio.wait_for(conn.wait_closed(), DEFAULT_TIMEOUT)
+        await eventually(lambda: writer.closed, "the write pipe's file object closed")
+        assert os.read(to_peer, 100) == b""  # the peer sees the end of our output
+        os.close(to_peer)
+        os.close(from_peer)
 
     run(scenario())
 

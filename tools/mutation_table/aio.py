@@ -17,11 +17,11 @@ MUTATIONS = [
         "pipes-attached-before-reading",
         "a connection is attached before its pipe is read (uvloop reads during connect_read_pipe)",
         "aio/_ndjson.py",
-        "    conn.attach(transport)\n    if _pollable(read_pipe.fileno()):\n"
-        "        rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n",
-        "    if _pollable(read_pipe.fileno()):\n"
-        "        rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n"
-        "        conn.attach(transport)\n",
+        "    conn.attach(transport)\n    try:\n        if _pollable(read_pipe.fileno()):\n"
+        "            rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n",
+        "    try:\n        if _pollable(read_pipe.fileno()):\n"
+        "            rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)\n"
+        "            conn.attach(transport)\n",
         ("tests/driver/test_uvloop.py",),
     ),
     Mutation(
@@ -42,6 +42,22 @@ MUTATIONS = [
             "tests/driver/test_uvloop.py::test_a_pipe_connect_cancelled_half_way_closes_the_pipe",
             "tests/driver/test_uvloop.py::test_a_terminal_cancelled_while_created_leaves_nothing_on_uvloop",
         ),
+    ),
+    Mutation(
+        "pipes-write-side-never-abandoned-half-way",
+        "open_pipes takes its write pipe through the shielded connect (uvloop's cancelled one closes the fd only)",
+        "aio/_ndjson.py",
+        "        wt = await connect_write_pipe(lambda: _WriteProtocol(conn), write_pipe)\n",
+        "        wt, _ = await asyncio.get_running_loop().connect_write_pipe(lambda: _WriteProtocol(conn), write_pipe)\n",
+        ("tests/driver/test_uvloop.py::test_open_pipes_cancelled_half_way_leaves_nothing_open",),
+    ),
+    Mutation(
+        "pipes-failed-read-side-ends-the-connection",
+        "open_pipes whose read side fails closes the connection it attached (none left open, never reading)",
+        "aio/_ndjson.py",
+        "        transport.close()\n        conn.feed_eof()\n        raise\n",
+        "        raise\n",
+        ("tests/driver/test_uvloop.py::test_open_pipes_that_cannot_read_raises_and_leaves_nothing_open",),
     ),
     Mutation(
         "stdout-protected",

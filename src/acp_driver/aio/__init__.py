@@ -30,7 +30,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "open_streams",
         ),
         "._process": ("ProcessGroup", "supervision_available"),
-        "._stderr": ("StderrTail", "connect_read_pipe", "drain_pipe", "exit_description"),
+        "._stderr": (
+            "StderrTail",
+            "connect_read_pipe",
+            "connect_write_pipe",
+            "drain_pipe",
+            "exit_description",
+        ),
         "._requesting": ("PendingRequest",),
         "._serving": (
             "NotificationHandler",
@@ -67,6 +73,7 @@ if TYPE_CHECKING:
     from ._state import State as State
     from ._stderr import StderrTail as StderrTail
     from ._stderr import connect_read_pipe as connect_read_pipe
+    from ._stderr import connect_write_pipe as connect_write_pipe
     from ._stderr import drain_pipe as drain_pipe
     from ._stderr import exit_description as exit_description
     from ._transport import Transport as Transport

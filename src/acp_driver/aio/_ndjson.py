@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import LineFramer
-from ._stderr import connect_read_pipe
+from ._stderr import connect_read_pipe, connect_write_pipe
 from ._transport import TransportReceiver
 
 if TYPE_CHECKING:
@@ -189,25 +189,31 @@ def _pollable(fd: int) -> bool:
 async def open_pipes(conn: Connection, read_pipe: Any, write_pipe: Any) -> NdjsonTransport:
     """Attach ``conn`` to two file objects: pipes, sockets and terminals through the event loop;
     anything else (regular files, ``/dev/null``) through a reader thread and blocking writes."""
-    loop = asyncio.get_running_loop()
     wt: asyncio.WriteTransport
     if _pollable(write_pipe.fileno()):
-        wt, _ = await loop.connect_write_pipe(lambda: _WriteProtocol(conn), write_pipe)
+        wt = await connect_write_pipe(lambda: _WriteProtocol(conn), write_pipe)
     else:
         wt = _BlockingWriteTransport(conn, os.dup(write_pipe.fileno()))
     transport = NdjsonTransport(conn, wt)
     # Attached before anything is read: a loop may deliver data while ``connect_read_pipe`` is
     # still being awaited (uvloop does), and what it answers must find the outbox ready.
     conn.attach(transport)
-    if _pollable(read_pipe.fileno()):
-        rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
-        transport.add_closer(rt.close)
-        if hasattr(rt, "max_size"):
-            # asyncio's pipe transport reads ``max_size`` bytes at a time (CPython 3.11-3.13;
-            # other loops, such as uvloop, size their reads themselves).
-            rt.max_size = PIPE_READ_BYTES
-    else:
-        _thread_reader(transport, read_pipe, conn.name)
+    try:
+        if _pollable(read_pipe.fileno()):
+            rt = await connect_read_pipe(lambda: _ReadProtocol(transport), read_pipe)
+            transport.add_closer(rt.close)
+            if hasattr(rt, "max_size"):
+                # asyncio's pipe transport reads ``max_size`` bytes at a time (CPython 3.11-3.13;
+                # other loops, such as uvloop, size their reads themselves).
+                rt.max_size = PIPE_READ_BYTES
+        else:
+            _thread_reader(transport, read_pipe, conn.name)
+    except BaseException:
+        # Nothing of the peer will ever be read: the connection ends as if its output had, and
+        # the write side is let go (no connection left open on a half-made transport).
+        transport.close()
+        conn.feed_eof()
+        raise
     return transport
 
 

@@ -1,13 +1,16 @@
 """A child's stderr, drained for ever into a bounded tail; how an exit status reads to people;
-and ``connect_read_pipe``, the one way any pipe of a child (stdout, stderr) is handed to the loop."""
+and ``connect_read_pipe`` / ``connect_write_pipe``, the one way any pipe of a child (stdin,
+stdout, stderr) is handed to the loop."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T", bound=asyncio.BaseTransport)
 
 
 class StderrTail:
@@ -79,7 +82,20 @@ async def connect_read_pipe(factory: Callable[[], asyncio.BaseProtocol], pipe: A
     number again when it is collected, whatever the number has become meanwhile. The caller
     must not close ``pipe`` itself.
     """
-    connecting = asyncio.ensure_future(asyncio.get_running_loop().connect_read_pipe(factory, pipe))
+    return await _whole(asyncio.get_running_loop().connect_read_pipe(factory, pipe))
+
+
+async def connect_write_pipe(
+    factory: Callable[[], asyncio.BaseProtocol], pipe: Any
+) -> asyncio.WriteTransport:
+    """``loop.connect_write_pipe``, never abandoned half-way (uvloop's cancelled
+    ``connect_write_pipe`` closes the descriptor behind the file object's back, as its
+    ``connect_read_pipe`` does; see there). The caller must not close ``pipe`` itself."""
+    return await _whole(asyncio.get_running_loop().connect_write_pipe(factory, pipe))
+
+
+async def _whole(setup: Awaitable[tuple[_T, Any]]) -> _T:
+    connecting = asyncio.ensure_future(setup)
     try:
         transport, _ = await asyncio.shield(connecting)
     except asyncio.CancelledError:
@@ -88,7 +104,7 @@ async def connect_read_pipe(factory: Callable[[], asyncio.BaseProtocol], pipe: A
     return transport
 
 
-def _close_made(connecting: asyncio.Future[tuple[asyncio.ReadTransport, Any]]) -> None:
+def _close_made(connecting: asyncio.Future[tuple[Any, Any]]) -> None:
     if not connecting.cancelled() and connecting.exception() is None:
         connecting.result()[0].close()
 

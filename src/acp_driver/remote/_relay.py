@@ -16,7 +16,14 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..aio import ProcessGroup, StderrTail, connect_read_pipe, drain_pipe, exit_description
+from ..aio import (
+    ProcessGroup,
+    StderrTail,
+    connect_read_pipe,
+    connect_write_pipe,
+    drain_pipe,
+    exit_description,
+)
 from ..core import LineFramer, OversizedLine
 from ._backend import Backend, Deliver
 
@@ -104,11 +111,12 @@ class SubprocessBackend:
         popen = process.popen
         assert popen.stdin is not None
         assert popen.stderr is not None
-        loop = asyncio.get_running_loop()
         try:
-            backend._stdin, _ = await loop.connect_write_pipe(_StdinProtocol, popen.stdin)
+            backend._stdin = await connect_write_pipe(_StdinProtocol, popen.stdin)
             backend._stderr = await drain_pipe(popen.stderr, backend.stderr.feed, backend.stderr.mark_closed)
         except BaseException:
+            if backend._stdin is not None:
+                backend._stdin.close()
             process.kill()
             await process.reap(term_timeout=0)
             raise
