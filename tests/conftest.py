@@ -11,14 +11,33 @@ handler for it instead (Python's own for SIGINT; one that does nothing for SIGHU
 the run itself stays as immune to them as it was started); a process it starts gets the default
 disposition back at exec, as from a terminal. The tests of the inherited ignore itself set it up
 explicitly in the processes they start.
+
+An async test marked ``both_loops`` runs twice: on asyncio's own loop and on uvloop, the loop
+ASGI servers (uvicorn) and many hosts run on (``pytest_asyncio_loop_factories``); every other
+async test runs on asyncio's loop, its test id unchanged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
+from collections.abc import Callable, Mapping
 from types import FrameType
 
 import pytest
+import uvloop
+
+ON_ASYNCIO: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] = {"asyncio": asyncio.new_event_loop}
+ON_BOTH_LOOPS: Mapping[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    **ON_ASYNCIO,
+    "uvloop": uvloop.new_event_loop,
+}
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    return ON_BOTH_LOOPS if item.get_closest_marker("both_loops") is not None else ON_ASYNCIO
 
 
 def _ignore(signum: int, frame: FrameType | None) -> None:

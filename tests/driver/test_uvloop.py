@@ -14,7 +14,10 @@ Running the suite on uvloop found three such assumptions:
   ``connect_write_pipe``: uvloop's write side does the same) never abandons the loop's setup
   half-way, and closes what it made.
 
-(The CLI stays on asyncio's loop; see docs/hosts.md, "Event loops".)
+The tests marked ``both_loops`` run on each loop (tests/conftest.py); so do a terminal cancelled
+while created (tests/services/test_terminals.py) and the host's cancels against the official
+SDKs' agents (tests/interop/test_driver_with_sdk_agents.py). (The CLI stays on asyncio's loop;
+see docs/hosts.md, "Event loops".)
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +34,7 @@ import uvloop
 from acp_driver.aio import Connection, State, connect_read_pipe, connect_write_pipe, open_pipes
 from acp_driver.core import Resolution
 from acp_driver.driver import ClientServices, PermissionRequest
-from acp_driver.services import LocalTerminals
 
-from ..services._helpers import FakeSession, live_members
 from ..waiting import DEFAULT_TIMEOUT, eventually
 from ._helpers import AGENTS, asked_or_ended, close_and_check, reference, running, take
 
@@ -97,129 +97,88 @@ async def a_cancel_answers_the_pending_permission(agent_argv: list[str], tmp_pat
         await close_and_check(agent)
 
 
-RUNNERS: dict[str, Callable[[Coroutine[Any, Any, None]], None]] = {
-    "asyncio": asyncio.run,
-    "uvloop": uvloop.run,
-}
-
-
 @pytest.mark.parametrize("direction", ["read", "write"])
-@pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
-def test_a_pipe_connect_cancelled_half_way_closes_the_pipe(
-    run: Callable[[Coroutine[Any, Any, None]], None], direction: str
-) -> None:
-    async def scenario() -> None:
-        read_fd, write_fd = os.pipe()
-        if direction == "read":
-            ours, theirs = read_fd, write_fd
-            pipe = os.fdopen(ours, "rb", buffering=0)
-            connecting = asyncio.ensure_future(connect_read_pipe(asyncio.Protocol, pipe))
-        else:
-            ours, theirs = write_fd, read_fd
-            pipe = os.fdopen(ours, "wb", buffering=0)
-            connecting = asyncio.ensure_future(connect_write_pipe(asyncio.BaseProtocol, pipe))
-        await asyncio.sleep(0)  # one loop iteration: the loop is setting the pipe up
-        connecting.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await connecting
-        await eventually(lambda: pipe.closed, "the pipe's file object closed")
-        with pytest.raises(OSError, match="Bad file descriptor"):
-            os.fstat(ours)  # and its descriptor with it, once
-        os.close(theirs)
-
-    run(scenario())
+@pytest.mark.both_loops
+async def test_a_pipe_connect_cancelled_half_way_closes_the_pipe(direction: str) -> None:
+    read_fd, write_fd = os.pipe()
+    if direction == "read":
+        ours, theirs = read_fd, write_fd
+        pipe = os.fdopen(ours, "rb", buffering=0)
+        connecting = asyncio.ensure_future(connect_read_pipe(asyncio.Protocol, pipe))
+    else:
+        ours, theirs = write_fd, read_fd
+        pipe = os.fdopen(ours, "wb", buffering=0)
+        connecting = asyncio.ensure_future(connect_write_pipe(asyncio.BaseProtocol, pipe))
+    await asyncio.sleep(0)  # one loop iteration: the loop is setting the pipe up
+    connecting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await connecting
+    await eventually(lambda: pipe.closed, "the pipe's file object closed")
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(ours)  # and its descriptor with it, once
+    os.close(theirs)
 
 
 @pytest.mark.parametrize("step", ["write", "read"])
-@pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
-def test_open_pipes_cancelled_half_way_leaves_nothing_open(
-    run: Callable[[Coroutine[Any, Any, None]], None], step: str
-) -> None:
+@pytest.mark.both_loops
+async def test_open_pipes_cancelled_half_way_leaves_nothing_open(step: str) -> None:
     """Cancelled while the loop takes the write pipe, the write pipe is closed and the read pipe
     is still the caller's; cancelled once attached, while the read side is being set up,
     nothing is left open -- not the connection (it closes as if the peer had ended), not the
     pipe it writes to."""
-
-    async def scenario() -> None:
-        to_us, from_peer = os.pipe()
-        to_peer, from_us = os.pipe()
-        reader = os.fdopen(to_us, "rb", buffering=0)
-        writer = os.fdopen(from_us, "wb", buffering=0)
-        conn = Connection(name="half-open")
-        opening = asyncio.ensure_future(open_pipes(conn, reader, writer))
-        await asyncio.sleep(0)  # one iteration: the loop is taking the write pipe
-        if step == "read":
-            while conn.state is State.NEW:  # step by step: cancelled right after the attach
-                assert not opening.done()
-                await asyncio.sleep(0)
-        opening.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await opening
-        closed = [from_us]
-        if step == "read":
-            await asyncio.wait_for(conn.wait_closed(), DEFAULT_TIMEOUT)
-            await eventually(lambda: reader.closed, "the read pipe's file object closed")
-            closed.append(to_us)
-        else:
-            assert conn.state is State.NEW
-            assert not reader.closed
-            reader.close()
-        await eventually(lambda: writer.closed, "the write pipe's file object closed")
-        for fd in closed:
-            with pytest.raises(OSError, match="Bad file descriptor"):
-                os.fstat(fd)
-        assert os.read(to_peer, 100) == b""  # the peer sees the end of our output
-        os.close(to_peer)
-        os.close(from_peer)
-
-    run(scenario())
+    to_us, from_peer = os.pipe()
+    to_peer, from_us = os.pipe()
+    reader = os.fdopen(to_us, "rb", buffering=0)
+    writer = os.fdopen(from_us, "wb", buffering=0)
+    conn = Connection(name="half-open")
+    opening = asyncio.ensure_future(open_pipes(conn, reader, writer))
+    await asyncio.sleep(0)  # one iteration: the loop is taking the write pipe
+    if step == "read":
+        while conn.state is State.NEW:  # step by step: cancelled right after the attach
+            assert not opening.done()
+            await asyncio.sleep(0)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    closed = [from_us]
+    if step == "read":
+        await asyncio.wait_for(conn.wait_closed(), DEFAULT_TIMEOUT)
+        await eventually(lambda: reader.closed, "the read pipe's file object closed")
+        closed.append(to_us)
+    else:
+        assert conn.state is State.NEW
+        assert not reader.closed
+        reader.close()
+    await eventually(lambda: writer.closed, "the write pipe's file object closed")
+    for fd in closed:
+        with pytest.raises(OSError, match="Bad file descriptor"):
+            os.fstat(fd)
+    assert os.read(to_peer, 100) == b""  # the peer sees the end of our output
+    os.close(to_peer)
+    os.close(from_peer)
 
 
-@pytest.mark.parametrize("run", RUNNERS.values(), ids=RUNNERS.keys())
-def test_open_pipes_that_cannot_read_raises_and_leaves_nothing_open(
-    run: Callable[[Coroutine[Any, Any, None]], None],
-) -> None:
+@pytest.mark.both_loops
+async def test_open_pipes_that_cannot_read_raises_and_leaves_nothing_open() -> None:
     """The read side fails once the connection is attached (here: a read pipe already closed):
     the error reaches the caller, and the connection is closed with its write pipe, not left
     open on a transport that will never read."""
-
-    async def scenario() -> None:
-        to_us, from_peer = os.pipe()
-        to_peer, from_us = os.pipe()
-        reader = os.fdopen(to_us, "rb", buffering=0)
-        writer = os.fdopen(from_us, "wb", buffering=0)
-        reader.close()
-        conn = Connection(name="cannot-read")
-        with pytest.raises(ValueError, match="closed file"):
-            await open_pipes(conn, reader, writer)
-        await asyncio.wait_for(conn.wait_closed(), DEFAULT_TIMEOUT)
-        await eventually(lambda: writer.closed, "the write pipe's file object closed")
-        assert os.read(to_peer, 100) == b""  # the peer sees the end of our output
-        os.close(to_peer)
-        os.close(from_peer)
-
-    run(scenario())
+    to_us, from_peer = os.pipe()
+    to_peer, from_us = os.pipe()
+    reader = os.fdopen(to_us, "rb", buffering=0)
+    writer = os.fdopen(from_us, "wb", buffering=0)
+    reader.close()
+    conn = Connection(name="cannot-read")
+    with pytest.raises(ValueError, match="closed file"):
+        await open_pipes(conn, reader, writer)
+    await asyncio.wait_for(conn.wait_closed(), DEFAULT_TIMEOUT)
+    await eventually(lambda: writer.closed, "the write pipe's file object closed")
+    assert os.read(to_peer, 100) == b""  # the peer sees the end of our output
+    os.close(to_peer)
+    os.close(from_peer)
 
 
-def test_a_terminal_cancelled_while_created_leaves_nothing_on_uvloop(tmp_path: Path) -> None:
-    async def scenario() -> None:
-        assert on_uvloop()
-        session = FakeSession("sess_1", str(tmp_path))
-        terminals = LocalTerminals(kill_grace=0.5)
-        params = {"sessionId": session.id, "command": "sleep", "args": ["60"]}
-        try:
-            creating = asyncio.ensure_future(terminals.create(session, session, params))
-            await asyncio.sleep(0)  # spawned and registered; the loop is taking its pipe
-            (terminal,) = terminals.terminals.values()
-            creating.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await creating
-            assert terminals.terminals == {}
-            assert live_members(terminal.pgid) == []
-            stdout = terminal.process.popen.stdout
-            assert stdout is not None
-            await eventually(lambda: stdout.closed, "the terminal's pipe closed")
-        finally:
-            await terminals.aclose()
-
-    uvloop.run(scenario())
+@pytest.mark.both_loops
+async def test_both_loops_means_each_loop_once(request: pytest.FixtureRequest) -> None:
+    """``both_loops`` (tests/conftest.py) runs a test on asyncio's loop and on uvloop."""
+    assert on_uvloop() is request.node.name.endswith("[uvloop]")

@@ -4,7 +4,8 @@ The agents are ``peers/sdk_agent.py`` (the official Python SDK's ``acp.run_agent
 venv with each pinned SDK version) and ``peers/ts_agent.mjs`` (the TypeScript SDK's agent app
 on ``ndJsonStream``); fixture ``sdk`` runs every test against each. A tracer on our driver's
 connection records the wire: "out" is every message our driver queued, "in" every line it read.
-Each test ends by checking everything our driver emitted against the official ACP schema.
+Each test ends by checking everything our driver emitted against the official ACP schema. The
+cancels (``both_loops``) also run with our driver on uvloop.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ async def test_echo_turn(sdk: SdkPeer) -> None:
     d.conforms("request session/new", "request session/prompt")
 
 
+@pytest.mark.both_loops
 async def test_session_cancel_stops_the_turn(sdk: SdkPeer) -> None:
     async with drive(sdk) as d:
         session = await d.agent.new_session(os.getcwd())
@@ -221,6 +223,7 @@ async def test_cancel_request_for_an_extension_request(sdk: SdkPeer) -> None:
     d.conforms(f"request {method}", f"notification {CANCEL}")
 
 
+@pytest.mark.both_loops
 async def test_cancel_request_for_the_prompt(sdk: SdkPeer) -> None:
     """``$/cancel_request`` on the ``session/prompt`` itself (the ladder's second step, by hand)."""
     ms = 30000 if sdk.has_cancel_request else 1500
@@ -266,6 +269,7 @@ async def test_permission_answered_by_our_policy(sdk: SdkPeer) -> None:
     d.conforms("request session/new", "request session/prompt", f"result {PERMISSION}")
 
 
+@pytest.mark.both_loops
 async def test_permission_cancelled_with_the_turn(sdk: SdkPeer) -> None:
     """Spec: on ``session/cancel`` the client MUST answer pending permissions ``cancelled``."""
     dialog = Dialog()

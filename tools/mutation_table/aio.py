@@ -40,7 +40,7 @@ MUTATIONS = [
         "        transport, _ = await connecting\n",
         (
             "tests/driver/test_uvloop.py::test_a_pipe_connect_cancelled_half_way_closes_the_pipe",
-            "tests/driver/test_uvloop.py::test_a_terminal_cancelled_while_created_leaves_nothing_on_uvloop",
+            "tests/services/test_terminals.py::test_create_cancelled_midway_leaves_nothing",
         ),
     ),
     Mutation(
