@@ -161,9 +161,11 @@ async def test_an_agent_slow_to_answer_initialize_is_not_idle(make_server: Any) 
     slow = ["sh", "-c", f"sleep 1; exec {sys.executable} -m acp_driver agent"]
     server = await make_server(argv=slow, idle_timeout=0.2)
     async with HttpClient.connect(server.url) as http:
-        await http.initialize()  # 200, not "the agent failed: idle"
-        (conn,) = server.connections.values()
-        assert conn.end_reason is None
+        response = await http.initialize()  # 200, not "the agent failed: idle"
+        answer = response.json()
+        assert answer["result"]["protocolVersion"] == INIT_PARAMS["protocolVersion"], answer
+        # (Not whether the connection is still open: idle once answered, it may end 0.2 s later
+        # -- before this line, on a loaded machine.)
 
 
 def test_settings_refuse_what_cannot_work() -> None:
