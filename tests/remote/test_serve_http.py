@@ -134,7 +134,13 @@ async def test_a_stream_nobody_reads_is_bounded(make_server: Any) -> None:
         )
         await eventually(lambda: conn.paused_since is not None, "the agent's output paused")
         await asyncio.wait_for(conn.wait_ended(), 30)
-        assert conn.end_reason == "the client read none of the agent's output for 0.5 s"
+        # Not "... is not read (over 4000 bytes waiting)": the paused agent kept the room's
+        # limit. Which idle rule ends it first depends on how long the agent took to fill the
+        # room (on a loaded machine, over 0.5 s after the prompt: the plain idle rule).
+        assert conn.end_reason in (
+            "the client read none of the agent's output for 0.5 s",
+            "idle for 0.5 s",
+        ), conn.end_reason
         assert pid_gone(conn.backend.pid)
 
 

@@ -131,7 +131,8 @@ async def test_every_marker_is_where_the_trace_says(page: tuple[Path, Path]) -> 
             row = round(mark["top"]) - 5  # across the triangle, above the rung's line
             run = _run(shot, round(expected), row, (0x8E, 0x44, 0xAD))
             assert run, (mark, expected, row)
-            assert abs((run[0] + run[-1]) / 2 - expected) <= 1.5, (mark, expected, run)
+            centre = (run[0] + run[-1] + 1) / 2  # column c covers [c, c + 1)
+            assert abs(centre - expected) <= 1.5, (mark, expected, run)
         (exit_event,) = events_of(events, "exit")
         column = round(found["left"] + x0 + exit_event["t"] * pxs)
         first_turn = next(m for m in found["marks"] if m["kind"] == "prompt")
