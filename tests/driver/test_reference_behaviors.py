@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
+from acp_driver.aio import current_request
 from acp_driver.core import AcpError
 from acp_driver.driver import (
     AgentMessageChunk,
@@ -473,6 +474,49 @@ async def test_a_policy_that_swallows_the_cancel_still_answers_cancelled(tmp_pat
         )
         answer_at = next(i for i, (d, m) in enumerate(wire) if d == "out" and m.get("id") == asked_id)
         assert answer_at < cancel_at  # answered before session/cancel went out
+        await close_and_check(agent)
+
+
+async def test_a_withdrawal_read_while_the_cancel_unwinds_still_gets_cancelled(tmp_path: Path) -> None:
+    """The agent withdraws its permission request (``$/cancel_request``) in answer to
+    ``session/cancel``, and the withdrawal is read before the host's dialog has unwound -- on
+    uvloop a fast agent's often is (TypeScript SDK agent: 1 run in a loaded suite). The turn's
+    cancel came first: the answer is the ``cancelled`` outcome (spec MUST), never ``-32800``.
+
+    The window is one loop iteration wide; to hit it every time, the withdrawal is handed to the
+    connection as if just read, right after ``cancel()`` has cancelled the dialog and before the
+    dialog's task has run again."""
+    asked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def never_decides(request: PermissionRequest) -> dict[str, Any]:
+        ctx = current_request()
+        assert ctx is not None
+        asked.set_result(ctx.id)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    wire: list[tuple[str, dict[str, Any]]] = []
+    async with (
+        asyncio.timeout(60),
+        running(
+            reference("polite"),
+            services=ClientServices(permission=never_decides),
+            ladder=LadderPolicy(budget=BUDGET),
+            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
+        ) as agent,
+    ):
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("/permission")
+        asked_id = await asyncio.wait_for(asked, 15)
+        cancelling = asyncio.ensure_future(turn.cancel())
+        await asyncio.sleep(0)  # cancel() has run up to its wait: session/cancel sent, dialog cancelled
+        assert turn.cancel_requested
+        withdrawal = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": asked_id}}
+        agent.connection.feed_messages([orjson.dumps(withdrawal)])
+        outcome = await cancelling
+        assert outcome.resolution is Resolution.CANCELLED
+        [answer] = [m for d, m in wire if d == "out" and m.get("id") == asked_id and "method" not in m]
+        assert answer == {"jsonrpc": "2.0", "id": asked_id, "result": {"outcome": {"outcome": "cancelled"}}}
         await close_and_check(agent)
 
 

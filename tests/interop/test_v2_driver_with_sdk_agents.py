@@ -238,6 +238,7 @@ async def test_our_v2_host_drives_the_sdk_agent(
     )
 
 
+@pytest.mark.both_loops
 @pytest.mark.parametrize(("kind", "protocol"), [("python", 2), ("typescript", "auto")])
 async def test_our_ladder_ends_an_sdk_agent_that_ignores_the_cancel(
     interop_peers: PeerInstaller, kind: str, protocol: Any, tmp_path: Path
@@ -247,7 +248,7 @@ async def test_our_ladder_ends_an_sdk_agent_that_ignores_the_cancel(
     ``cancelled``, the permission left open, no deadline). Our host answers the pending permission
     ``cancelled`` at the cancel, so that turn ends (``end_turn``: the cancel reported ignored); a
     turn that never ends is ended by our ladder (SIGTERM of the agent's group at 3/4 of the budget),
-    and no agent process is left."""
+    and no agent process is left -- with our host on asyncio's loop and on uvloop."""
     sdk = v2_sdk_or_skip(interop_peers, kind)
     wire, dialog = Wire(), Dialog()
     budget = 2.0

@@ -9,9 +9,22 @@ MUTATIONS = [
         "host-permission-cancelled-on-cancel",
         "spec MUST (prompt-turn.mdx): the client answers pending permission requests cancelled",
         "driver/_routing.py",
-        '            if turn is not None and turn.cancel_requested and not withdrawn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
-        "",
+        '            if request.cancelled_by_turn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n            if session.spans',
+        "            if session.spans",
         ("tests/driver/test_reference_behaviors.py::test_cancel_answers_pending_permission",),
+    ),
+    Mutation(
+        "host-permission-cancel-wins-over-a-withdrawal-read-first",
+        "spec MUST: a permission pending at our cancel is answered cancelled, even when the agent's "
+        "withdrawal is read before the dialog unwinds (uvloop, a fast agent)",
+        "driver/_routing.py",
+        '            if request.cancelled_by_turn:\n                return {"outcome"',
+        "            if request.cancelled_by_turn and not (ctx and ctx.cancel_requested):\n"
+        '                return {"outcome"',
+        (
+            "tests/driver/test_reference_behaviors.py"
+            "::test_a_withdrawal_read_while_the_cancel_unwinds_still_gets_cancelled",
+        ),
     ),
     Mutation(
         "host-permission-cancelled-after-cancel",
@@ -103,7 +116,8 @@ MUTATIONS = [
         "permission-policy-swallowing-the-cancel",
         "spec MUST (prompt-turn.mdx): a pending permission is answered cancelled even when the policy swallows the cancel",
         "driver/_routing.py",
-        '        if turn is not None and turn.cancel_requested:\n            return {"outcome": dict(CANCELLED_OUTCOME)}\n        return {"outcome": validate_outcome(outcome, request)}\n',
+        "        if request.cancelled_by_turn:  # a policy that swallowed the cancel and answered anyway\n"
+        '            return {"outcome": dict(CANCELLED_OUTCOME)}\n        return {"outcome": validate_outcome(outcome, request)}\n',
         '        return {"outcome": validate_outcome(outcome, request)}\n',
         (
             "tests/driver/test_reference_behaviors.py::test_a_policy_that_swallows_the_cancel_still_answers_cancelled",

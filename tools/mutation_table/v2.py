@@ -119,7 +119,7 @@ MUTATIONS = [
         "v2-host-withdrawn-permission-cancelled-outcome",
         "v2 host: a permission the agent withdraws is answered with the cancelled outcome",
         "driver/_routing.py",
-        '            if session.spans is not None and withdrawn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
+        '            if session.spans is not None and ctx is not None and ctx.cancel_requested:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n',
         "",
         ("tests/driver/test_v2_host.py",),
     ),

@@ -44,10 +44,12 @@ class Permissions:
         try:
             outcome = await self._ask(request)
         except asyncio.CancelledError:
-            if ctx is not None and ctx.cancel_requested:  # the agent's $/cancel_request
-                self._output.note("permission request withdrawn by the agent")
-            else:  # this host cancelled the turn: the driver answers the request cancelled
+            if request.cancelled_by_turn or ctx is None or not ctx.cancel_requested:
+                # this host cancelled the turn (the agent may have withdrawn it in answer, too):
+                # the driver answers the request cancelled
                 self._output.permission(request, {"outcome": "cancelled"}, "the turn was cancelled")
+            else:  # the agent's $/cancel_request alone
+                self._output.note("permission request withdrawn by the agent")
             raise
         self._output.permission(request, outcome, "you")
         return outcome

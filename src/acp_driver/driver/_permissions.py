@@ -5,14 +5,19 @@ A policy is ``async def policy(request: PermissionRequest) -> dict`` returning t
 cancellation: when the turn is cancelled the policy coroutine is cancelled (the host's dialog
 closes) and the agent gets ``{"outcome": "cancelled"}`` at once, as the spec requires; when the
 agent itself withdraws the request with ``$/cancel_request``, the policy is cancelled and the
-request is answered ``-32800``.
+request is answered ``-32800`` (v1; v2: the cancelled outcome). When both happen -- a fast agent
+withdraws in answer to ``session/cancel`` -- the turn's cancel decides: ``cancelled``. A
+cancelled policy tells the two apart with ``request.cancelled_by_turn``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._prompt_turn import PromptTurn
 
 CANCELLED_OUTCOME = {"outcome": "cancelled"}
 
@@ -25,6 +30,14 @@ class PermissionRequest:
     tool_call: dict[str, Any]
     options: list[dict[str, Any]]
     raw: dict[str, Any] = field(repr=False)
+    turn: PromptTurn | None = field(default=None, repr=False, compare=False)
+    """The turn that asked (None: the session had no turn running)."""
+
+    @property
+    def cancelled_by_turn(self) -> bool:
+        """Its turn is being cancelled: a cancelled policy was cancelled by the turn (the agent
+        gets the ``cancelled`` outcome), whether or not the agent withdrew the request too."""
+        return self.turn is not None and self.turn.cancel_requested
 
     @property
     def title(self) -> str:

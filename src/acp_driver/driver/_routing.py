@@ -169,22 +169,24 @@ class AgentRequests:
         if turn is not None and turn.cancel_requested:
             return {"outcome": dict(CANCELLED_OUTCOME)}
         request = PermissionRequest(
-            session.id, tool_call, [o for o in options if isinstance(o, dict)], params
+            session.id, tool_call, [o for o in options if isinstance(o, dict)], params, turn
         )
         ctx = current_request()
         try:
             with self.turn_work(turn, p.SESSION_REQUEST_PERMISSION):
                 outcome = await self.agent.services.permission(request)
         except asyncio.CancelledError:
-            # Our turn cancel: answer "cancelled" at once. v2 also answers the agent's own
-            # withdrawal ($/cancel_request) with the cancelled outcome (the newer schema's rule).
-            withdrawn = ctx is not None and ctx.cancel_requested
-            if session.spans is not None and withdrawn:
+            # Our turn cancel: answer "cancelled" at once -- also when the agent's withdrawal
+            # ($/cancel_request, which allows a result) was read before this task unwound: a
+            # fast agent withdraws in answer to session/cancel, and on uvloop that is often read
+            # first. v2 also answers a withdrawal alone with the cancelled outcome (the newer
+            # schema's rule); v1's is answered -32800.
+            if request.cancelled_by_turn:
                 return {"outcome": dict(CANCELLED_OUTCOME)}
-            if turn is not None and turn.cancel_requested and not withdrawn:
+            if session.spans is not None and ctx is not None and ctx.cancel_requested:
                 return {"outcome": dict(CANCELLED_OUTCOME)}
             raise
-        if turn is not None and turn.cancel_requested:
+        if request.cancelled_by_turn:  # a policy that swallowed the cancel and answered anyway
             return {"outcome": dict(CANCELLED_OUTCOME)}
         return {"outcome": validate_outcome(outcome, request)}
 
