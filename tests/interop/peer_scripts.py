@@ -89,3 +89,8 @@ def read_agent_trace(path: Path) -> list[tuple[str, str]]:
         return []
     entries = [json.loads(line) for line in text.splitlines() if line.strip()]
     return [(e["d"], e["line"]) for e in entries]
+
+
+def agent_trace_loops(path: Path) -> set[str]:
+    """The modules of the event loops that wrote ``peers/traced_agent.py``'s trace."""
+    return {json.loads(line)["loop"] for line in path.read_text().splitlines() if line.strip()}

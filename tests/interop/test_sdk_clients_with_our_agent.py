@@ -5,7 +5,8 @@ spawning the agent with the SDK's own ``spawn_agent_process``; run in a venv wit
 SDK version) and ``peers/ts_client.mjs`` (the TypeScript SDK's client app on ``ndJsonStream``);
 fixture ``sdk`` runs every test against each. The agent is ``peers/traced_agent.py``: the
 reference agent with a tracer on its connection, so each test can check everything OUR agent
-side emitted against the official ACP schema.
+side emitted against the official ACP schema. The cancels also run with our agent on uvloop
+(``agent_loop``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pytest
 
 from acp_driver.core import ErrorCode
 
-from .peer_scripts import ScriptRun, read_agent_trace, run_script
+from .peer_scripts import ScriptRun, agent_trace_loops, read_agent_trace, run_script
 from .schema_check import assert_conforms
 from .sdk_peers import PEERS_DIR, SdkPeer
 
@@ -51,13 +52,18 @@ class ClientRun:
         assert_conforms(self.trace, "agent", expect=("result initialize", "result session/new", *expect))
 
 
-async def run_client(sdk: SdkPeer, scenario: str, tmp_path: Path) -> ClientRun:
+AGENT_LOOPS = {"asyncio": "asyncio.unix_events", "uvloop": "uvloop"}
+"""``ACP_INTEROP_AGENT_LOOP`` for ``peers/traced_agent.py``, and the module of the loop it then runs."""
+
+
+async def run_client(sdk: SdkPeer, scenario: str, tmp_path: Path, agent_loop: str = "asyncio") -> ClientRun:
     trace_file = tmp_path / "agent-trace.jsonl"
     env = {
         **sdk.env,
         "ACP_AGENT_PYTHON": sys.executable,  # has acp_driver installed
         "ACP_AGENT_SCRIPT": str(PEERS_DIR / "traced_agent.py"),
         "ACP_INTEROP_TRACE_FILE": str(trace_file),
+        "ACP_INTEROP_AGENT_LOOP": agent_loop,
     }
     run = await run_script([*sdk.script("client"), scenario], env)
     client = ClientRun(run, trace_file, sdk)
@@ -66,6 +72,7 @@ async def run_client(sdk: SdkPeer, scenario: str, tmp_path: Path) -> ClientRun:
     assert run.returncode == 0, f"the {sdk.id} client failed\n{client.report()}"
     # The SDK closed the connection (our agent's stdin): our agent must have exited by itself, 0.
     assert client.result.get("agent_exit") == 0, client.report()
+    assert agent_trace_loops(trace_file) == {AGENT_LOOPS[agent_loop]}, client.report()
     return client
 
 
@@ -104,8 +111,9 @@ async def test_turn_with_updates(sdk: SdkPeer, tmp_path: Path) -> None:
     c.conforms("result session/prompt", "notification session/update", "request session/request_permission")
 
 
-async def test_session_cancel(sdk: SdkPeer, tmp_path: Path) -> None:
-    c = await run_client(sdk, "session_cancel", tmp_path)
+@pytest.mark.parametrize("agent_loop", AGENT_LOOPS)
+async def test_session_cancel(sdk: SdkPeer, tmp_path: Path, agent_loop: str) -> None:
+    c = await run_client(sdk, "session_cancel", tmp_path, agent_loop)
     assert c.result["stop_reason"] == "cancelled", c.report()
     assert c.result["cancel_to_answer"] < QUICK, c.report()
     (cancel,) = [m for m in c.ours("in") if m.get("method") == "session/cancel"]
@@ -122,11 +130,12 @@ def _needs_cancel_request(sdk: SdkPeer) -> None:
         pytest.skip(f"{sdk.id} does not implement $/cancel_request (added in the SDK's 1.0 line)")
 
 
-async def test_cancel_request_for_the_prompt(sdk: SdkPeer, tmp_path: Path) -> None:
+@pytest.mark.parametrize("agent_loop", AGENT_LOOPS)
+async def test_cancel_request_for_the_prompt(sdk: SdkPeer, tmp_path: Path, agent_loop: str) -> None:
     """The SDK cancels its ``session/prompt`` with ``$/cancel_request``: our runtime answers the
     prompt ``stopReason: cancelled`` (a valid result, as for ``session/cancel``)."""
     _needs_cancel_request(sdk)
-    c = await run_client(sdk, "cancel_request_prompt", tmp_path)
+    c = await run_client(sdk, "cancel_request_prompt", tmp_path, agent_loop)
     rid = c.result["request_id"]
     assert c.result["answer"] == {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": "cancelled"}}, (
         c.report()

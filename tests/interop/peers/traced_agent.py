@@ -5,10 +5,13 @@ Run with the interpreter that has ``acp_driver`` installed: ``python traced_agen
 appended to the file named by ``ACP_INTEROP_TRACE_FILE`` as one JSON object
 ``{"d": "in"|"out", "t": <monotonic seconds>, "line": <the raw line, decoded as UTF-8>}``, so an
 interop test can check every message OUR agent side emitted against the official schema.
+With ``ACP_INTEROP_AGENT_LOOP=uvloop`` the agent runs on uvloop; each entry names the loop that wrote it
+(``"loop"``: the loop class's module).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import sys
@@ -28,10 +31,16 @@ def main() -> None:
 
         def tracer(direction: str, data: bytes) -> None:
             text = bytes(data).decode("utf-8", "replace").rstrip("\r\n")
-            sink.write(orjson.dumps({"d": direction, "t": time.monotonic(), "line": text}) + b"\n")
+            loop = type(asyncio.get_running_loop()).__module__
+            entry = {"d": direction, "t": time.monotonic(), "line": text, "loop": loop}
+            sink.write(orjson.dumps(entry) + b"\n")
 
         # serve_stdio builds its Connection from this module global: hand it one with a tracer.
         _runtime.Connection = functools.partial(Connection, tracer=tracer)  # type: ignore[misc]
+    if os.environ.get("ACP_INTEROP_AGENT_LOOP") == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # run_agent's loop follows it
     reference_agent.main(sys.argv[1] if len(sys.argv) > 1 else "polite")
 
 
