@@ -37,6 +37,7 @@ T0 = 1000.0
 LIMIT = 60  # seconds: a bound on each test, never a timing assertion
 
 
+@pytest.mark.both_loops  # our network client on uvloop too (httpx, websockets)
 async def test_an_agent_ignoring_cancel_is_disconnected_at_the_close_rung(
     shared_sdk_server: Any, profile: str, tmp_path: Path
 ) -> None:
