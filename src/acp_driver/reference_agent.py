@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from . import __version__
@@ -376,14 +377,19 @@ def faults_for(behavior: str) -> tuple[Faults, bool]:
     return Faults(), True
 
 
-def main(behavior: str = "polite", versions: tuple[int, ...] = (1, 2)) -> None:
-    """Run the reference agent on stdio, speaking ``versions``."""
+def main(
+    behavior: str = "polite",
+    versions: tuple[int, ...] = (1, 2),
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> None:
+    """Run the reference agent on stdio, speaking ``versions`` (on the loop ``loop_factory``
+    makes, see ``run_agent``)."""
     agent = ReferenceAgent(behavior)
     agent.protocol_versions = versions
     if behavior == "hang":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     faults, honour = faults_for(behavior)
-    run_agent(agent, faults=faults, honour_cancel_request=honour)
+    run_agent(agent, faults=faults, honour_cancel_request=honour, loop_factory=loop_factory)
 
 
 if __name__ == "__main__":

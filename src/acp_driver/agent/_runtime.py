@@ -539,13 +539,17 @@ async def serve_stdio(
         await asyncio.wait(leftovers, timeout=0.2)
 
 
-def run_agent(agent: Agent, **options: Any) -> None:
+def run_agent(
+    agent: Agent, *, loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None, **options: Any
+) -> None:
     """Run ``agent`` on stdio until stdin ends: the usual ``if __name__ == "__main__"`` entry point.
 
-    If a turn still refuses to stop after its cancellation, the process exits anyway
-    (``os._exit``): an agent must not outlive its client's pipe.
+    ``loop_factory`` makes its event loop (e.g. ``uvloop.new_event_loop``; by default
+    ``asyncio.new_event_loop``, which follows the loop policy). If a turn still refuses to stop
+    after its cancellation, the process exits anyway (``os._exit``): an agent must not outlive
+    its client's pipe.
     """
-    loop = asyncio.new_event_loop()
+    loop = (loop_factory or asyncio.new_event_loop)()
     try:
         loop.run_until_complete(serve_stdio(agent, **options))
         leftovers = [t for t in asyncio.all_tasks(loop) if not t.done()]

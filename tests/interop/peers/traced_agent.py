@@ -37,11 +37,12 @@ def main() -> None:
 
         # serve_stdio builds its Connection from this module global: hand it one with a tracer.
         _runtime.Connection = functools.partial(Connection, tracer=tracer)  # type: ignore[misc]
+    loop_factory = None
     if os.environ.get("ACP_INTEROP_AGENT_LOOP") == "uvloop":
         import uvloop
 
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # run_agent's loop follows it
-    reference_agent.main(sys.argv[1] if len(sys.argv) > 1 else "polite")
+        loop_factory = uvloop.new_event_loop
+    reference_agent.main(sys.argv[1] if len(sys.argv) > 1 else "polite", loop_factory=loop_factory)
 
 
 if __name__ == "__main__":
