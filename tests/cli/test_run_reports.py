@@ -1,9 +1,12 @@
 """What ``run`` and ``chat`` report is what happened: who cancelled a turn the ladder had to end by
 force, who closed a permission question, the session mode asked for, answers kept apart. Real
-processes: the CLI, the reference agent, ``agents/stub.py`` and ``quirky_agent.py``."""
+processes: the CLI, the reference agent, ``agents/stub.py`` and ``quirky_agent.py`` (and, for a
+race a subprocess cannot hit on purpose, the CLI's permission policy in process)."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
 import os
 import select
@@ -11,8 +14,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from acp_driver.aio import current_request
+from acp_driver.cli._permissions import Permissions
+from acp_driver.cli._render import Output
+from acp_driver.driver import ClientServices, PermissionRequest, launch
 
 from .clean import assert_clean, one_error_line
 from .test_check import QUIRKY
@@ -109,6 +118,60 @@ def test_a_question_the_agent_withdraws_is_said_withdrawn_by_the_agent(tmp_path:
     assert "permission request withdrawn by the agent" in text
     assert "(the turn was cancelled)" not in text
     assert "Traceback" not in text
+
+
+class _Said(Output):
+    """The CLI's output, as what it says of permission questions."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+
+    def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None:
+        self.said.append(f"{outcome.get('outcome')} ({how})")
+
+    def note(self, message: str) -> None:
+        self.said.append(message)
+
+
+class _NoAnswer:
+    async def readline(self) -> str | None:
+        await asyncio.Event().wait()
+        return None
+
+
+async def test_a_question_the_agent_withdraws_in_answer_to_our_cancel_is_said_cancelled(
+    tmp_path: Path,
+) -> None:
+    """The CLI's question is open; its turn is cancelled and the agent's withdrawal is read before
+    the question has unwound (the race of ``tests/driver/test_reference_behaviors.py::
+    test_a_withdrawal_read_while_the_cancel_unwinds_still_gets_cancelled``, hit the same way): the
+    agent is answered ``cancelled``, and the CLI says the turn was cancelled -- not that the agent
+    withdrew the question (in process: the CLI's policy object, the driver, the reference agent)."""
+    said = _Said()
+    opts = argparse.Namespace(yes=False, deny=False)
+    policy = Permissions(opts, said, lambda: _NoAnswer())  # type: ignore[arg-type, return-value]
+    asked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    async def asking(request: PermissionRequest) -> dict[str, Any]:
+        ctx = current_request()
+        assert ctx is not None
+        asked.set_result(ctx.id)
+        return await policy(request)
+
+    async with asyncio.timeout(60):
+        agent = await launch(
+            [sys.executable, "-m", "acp_driver", "agent"], services=ClientServices(permission=asking)
+        )
+        async with agent:
+            session = await agent.new_session(tmp_path)
+            turn = session.prompt("/permission")
+            asked_id = await asked
+            cancelling = asyncio.ensure_future(turn.cancel())
+            await asyncio.sleep(0)  # session/cancel sent, the question cancelled, not yet unwound
+            withdrawal = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": asked_id}}
+            agent.connection.feed_messages([json.dumps(withdrawal).encode()])
+            await cancelling
+    assert said.said == ["cancelled (the turn was cancelled)"]
 
 
 def quirky_log(log: Path) -> list[str]:

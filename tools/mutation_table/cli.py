@@ -306,6 +306,17 @@ MUTATIONS = [
         ("tests/cli/test_tty.py::test_ctrl_c_closes_an_open_permission_question",),
     ),
     Mutation(
+        "run-permission-host-cancel-wins-over-a-withdrawal-read-first",
+        "run: a question this host cancelled is said cancelled even when the agent's withdrawal is read first",
+        "cli/_permissions.py",
+        "            if request.cancelled_by_turn or ctx is None or not ctx.cancel_requested:\n",
+        "            if ctx is None or not ctx.cancel_requested:\n",
+        (
+            "tests/cli/test_run_reports.py"
+            "::test_a_question_the_agent_withdraws_in_answer_to_our_cancel_is_said_cancelled",
+        ),
+    ),
+    Mutation(
         "run-permission-withdrawn-by-the-agent",
         "run: a question the agent withdrew is said withdrawn by the agent",
         "cli/_permissions.py",
