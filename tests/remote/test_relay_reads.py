@@ -35,7 +35,8 @@ class Outlet:
 
 def relay(room: int) -> tuple[_StdoutProtocol, Outlet]:
     outlet = Outlet(room)
-    protocol = outlet.protocol = _StdoutProtocol(LineFramer(1 << 20), outlet.deliver, outlet.end)
+    protocol = outlet.protocol = _StdoutProtocol(LineFramer(1 << 20))
+    protocol.bind(outlet.deliver, outlet.end)
     return protocol, outlet
 
 

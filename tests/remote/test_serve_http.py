@@ -144,6 +144,24 @@ async def test_a_stream_nobody_reads_is_bounded(make_server: Any) -> None:
         assert pid_gone(conn.backend.pid)
 
 
+async def test_a_line_bigger_than_the_room_of_a_stream_nobody_reads_ends_the_connection(
+    make_server: Any,
+) -> None:
+    """Pausing the agent cannot help when one line alone is bigger than what may wait for the
+    stream: the connection ends, naming the stream and the bound, rather than buffer past it."""
+    server = await make_server(max_buffered_bytes=4000, idle_timeout=60)
+    async with HttpClient.connect(server.url) as http:
+        sid = await _session(http)
+        (conn,) = server.connections.values()
+        for task in http._tasks:  # the session's stream closed: nobody reads what the turn sends
+            task.cancel()
+        await eventually(lambda: conn.streams_open == 0, "the streams to close")
+        await http.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("x" * 6000)}, sid)
+        await asyncio.wait_for(conn.wait_ended(), 30)
+        assert conn.end_reason == f"the stream of session {sid} is not read (over 4000 bytes waiting)"
+        assert pid_gone(conn.backend.pid)
+
+
 async def test_idle_streams_carry_keepalive_comments(make_server: Any) -> None:
     server = await make_server(keepalive=0.05)
     async with HttpClient.connect(server.url) as http:

@@ -184,7 +184,9 @@ MUTATIONS = [
         "remote/_http.py",
         '            self.conn.end(f"{stream} is not read (over {self.max_buffered} bytes waiting)", WS_POLICY)\n',
         "            pass\n",
-        ("tests/remote/test_serve_http.py::test_a_stream_nobody_reads_is_bounded",),
+        (
+            "tests/remote/test_serve_http.py::test_a_line_bigger_than_the_room_of_a_stream_nobody_reads_ends_the_connection",
+        ),
     ),
     Mutation(
         "serve-input-backlog-bound",

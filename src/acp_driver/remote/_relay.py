@@ -42,13 +42,19 @@ class _StdoutProtocol(asyncio.Protocol):
     (uvloop reads a pipe in bigger pieces than asyncio's 64 KiB), and the outlet's limit is for
     a client that does not read, not for the size of one read. Its end waits for them too."""
 
-    def __init__(self, framer: LineFramer, deliver: Deliver, eof: Callable[[], None]) -> None:
+    def __init__(self, framer: LineFramer) -> None:
         self._framer = framer
-        self._deliver = deliver
-        self._eof: Callable[[], None] | None = eof
+        self._deliver: Deliver = _not_started
+        self._eof: Callable[[], None] | None = None
         self._ended = False
         self._held: collections.deque[bytes | OversizedLine] = collections.deque()
         self.paused = False
+        """The backend's one pause flag: set by ``pause_output`` (also before the pipe is read)."""
+
+    def bind(self, deliver: Deliver, eof: Callable[[], None]) -> None:
+        """Where lines go, and what to call once the output ended and all of it was delivered."""
+        self._deliver = deliver
+        self._eof = eof
 
     def data_received(self, data: bytes) -> None:
         self._pass(self._framer.feed(data))
@@ -80,6 +86,10 @@ class _StdoutProtocol(asyncio.Protocol):
             eof()
 
 
+def _not_started(item: bytes | OversizedLine) -> None:
+    raise RuntimeError("the relay delivered a line before it was started")
+
+
 class _StdinProtocol(asyncio.BaseProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         pass  # the agent closed its stdin or exited: what we write from now on is dropped
@@ -96,12 +106,11 @@ class SubprocessBackend:
         self._framer = LineFramer(max_message_bytes)
         self._stdin: asyncio.WriteTransport | None = None
         self._stdout: asyncio.BaseTransport | None = None
-        self._stdout_protocol: _StdoutProtocol | None = None
+        self._stdout_protocol = _StdoutProtocol(self._framer)
         self._stderr: asyncio.BaseTransport | None = None
         self._gone_called = False
         self._gone: Callable[[], None] | None = None
         self._output_ended = False
-        self._output_paused = False
 
     @classmethod
     async def spawn(cls, argv: Sequence[str], name: str, *, max_message_bytes: int) -> SubprocessBackend:
@@ -142,12 +151,12 @@ class SubprocessBackend:
             self._output_ended = True
             self._call_gone()
 
-        protocol = self._stdout_protocol = _StdoutProtocol(self._framer, deliver, output_ended)
-        protocol.paused = self._output_paused
+        protocol = self._stdout_protocol
+        protocol.bind(deliver, output_ended)
 
         async def connect() -> None:
             self._stdout = await connect_read_pipe(lambda: protocol, popen.stdout)
-            if self._output_paused:
+            if protocol.paused:
                 self.pause_output()
 
         task = loop.create_task(connect())
@@ -168,19 +177,16 @@ class SubprocessBackend:
         stdin.write(text + b"\n")
 
     def pause_output(self) -> None:
-        self._output_paused = True
-        if self._stdout_protocol is not None:
-            self._stdout_protocol.paused = True  # the rest of a read already made is held
+        self._stdout_protocol.paused = True  # the rest of a read already made is held, too
         stdout = self._stdout
         if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
             stdout.pause_reading()
 
     def resume_output(self) -> None:
-        self._output_paused = False
-        if self._stdout_protocol is not None:
-            self._stdout_protocol.resume()  # what was held first: it was read first
-            if self._output_paused:
-                return  # it filled the client's room again
+        protocol = self._stdout_protocol
+        protocol.resume()  # what was held first: it was read first
+        if protocol.paused:
+            return  # it filled the client's room again
         stdout = self._stdout
         if isinstance(stdout, asyncio.ReadTransport) and not stdout.is_closing():
             stdout.resume_reading()
