@@ -1,4 +1,4 @@
-"""``tools/mutations.py`` (its table: ``tools/mutation_table/``) stays runnable: every code snippet it mutates is still in the source once."""
+"""``tools/mutations.py`` (its table: ``tools/mutation_table/``) stays runnable: every code snippet it mutates is still in the source once, and each mutant still compiles."""
 
 from __future__ import annotations
 
@@ -22,5 +22,7 @@ spec.loader.exec_module(mutations)
 def test_the_enforcing_code_is_there_once(mutation: object) -> None:
     source = (mutations.SRC / mutation.path).read_text()  # type: ignore[attr-defined]
     assert source.count(mutation.old) == 1, f"{mutation.name}: update tools/mutation_table/"  # type: ignore[attr-defined]
+    # The mutant must still be Python: a syntax error would fail every test, "catching" nothing.
+    compile(source.replace(mutation.old, mutation.new), mutation.path, "exec")  # type: ignore[attr-defined]
     for test in mutation.tests:  # type: ignore[attr-defined]
         assert (ROOT / test.split("::")[0]).exists(), test

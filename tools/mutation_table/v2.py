@@ -175,7 +175,7 @@ MUTATIONS = [
         "v2 host: session/set_config_option carries the value's type (the schema requires it)",
         "driver/_session.py",
         '            params["type"] = "boolean" if isinstance(value, bool) else "id"\n',
-        "",
+        "            pass\n",
         (
             "tests/cli/test_run_reports.py::test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it",
         ),
