@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from acp_driver.driver import (
     AgentMessageChunk,
     ClientServices,
     LadderPolicy,
+    PermissionPolicy,
     PermissionRequest,
     PromptTurn,
     RemoteAgent,
@@ -391,6 +393,25 @@ async def test_title_after_response_is_session_wide(prompt: str, tmp_path: Path)
         await close_and_check(agent)
 
 
+@contextlib.asynccontextmanager
+async def asking_the_polite_agent(
+    permission: PermissionPolicy,
+) -> AsyncIterator[tuple[RemoteAgent, list[tuple[str, dict[str, Any]]]]]:
+    """The polite reference agent, our permission policy, and the wire as our driver saw it
+    (bounded: 60 s)."""
+    wire: list[tuple[str, dict[str, Any]]] = []
+    async with (
+        asyncio.timeout(60),
+        running(
+            reference("polite"),
+            services=ClientServices(permission=permission),
+            ladder=LadderPolicy(budget=BUDGET),
+            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
+        ) as agent,
+    ):
+        yield agent, wire
+
+
 async def test_cancel_answers_pending_permission(tmp_path: Path) -> None:
     """session/cancel answers a pending permission request ``cancelled`` at once: the host's
     dialog (the policy coroutine) is cancelled, the turn resolves politely."""
@@ -405,17 +426,7 @@ async def test_cancel_answers_pending_permission(tmp_path: Path) -> None:
             dialog_closed.set()
         raise AssertionError("unreachable")
 
-    services = ClientServices(permission=never_decides)
-    wire: list[tuple[str, dict[str, Any]]] = []
-    async with (
-        asyncio.timeout(60),
-        running(
-            reference("polite"),
-            services=services,
-            ladder=LadderPolicy(budget=BUDGET),
-            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
-        ) as agent,
-    ):
+    async with asking_the_polite_agent(never_decides) as (agent, wire):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("/permission")
         async with asyncio.timeout(15):
@@ -449,16 +460,7 @@ async def test_a_policy_that_swallows_the_cancel_still_answers_cancelled(tmp_pat
             await asyncio.Event().wait()
         return {"outcome": "selected", "optionId": request.options[0]["optionId"]}
 
-    wire: list[tuple[str, dict[str, Any]]] = []
-    async with (
-        asyncio.timeout(60),
-        running(
-            reference("polite"),
-            services=ClientServices(permission=stubborn_dialog),
-            ladder=LadderPolicy(budget=BUDGET),
-            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
-        ) as agent,
-    ):
+    async with asking_the_polite_agent(stubborn_dialog) as (agent, wire):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("/permission")
         await asyncio.wait_for(asked.wait(), 15)
@@ -495,16 +497,7 @@ async def test_a_withdrawal_read_while_the_cancel_unwinds_still_gets_cancelled(t
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    wire: list[tuple[str, dict[str, Any]]] = []
-    async with (
-        asyncio.timeout(60),
-        running(
-            reference("polite"),
-            services=ClientServices(permission=never_decides),
-            ladder=LadderPolicy(budget=BUDGET),
-            tracer=lambda direction, message: wire.append((direction, orjson.loads(message))),
-        ) as agent,
-    ):
+    async with asking_the_polite_agent(never_decides) as (agent, wire):
         session = await agent.new_session(tmp_path)
         turn = session.prompt("/permission")
         asked_id = await asyncio.wait_for(asked, 15)
