@@ -24,6 +24,7 @@ from acp_driver.driver import (
     Rung,
     allow_all,
 )
+from acp_driver.services import LocalFileSystem, LocalTerminals
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
@@ -315,3 +316,36 @@ async def test_an_agent_gone_mid_span_resolves_the_turn(tmp_path: Path) -> None:
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("process supervision tests are Linux-only")
+
+
+async def test_auto_speaks_v1_with_an_agent_that_echoes_2_in_v1s_shape(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Many v1 agents echo the client's ``protocolVersion``: the answer's shape decides (one
+    warning says so), and the turn completes the v1 way with every chunk in it."""
+    wire = Wire()
+    services = ClientServices(permission=allow_all, fs=LocalFileSystem(), terminals=LocalTerminals())
+    async with running(
+        script("echoes_version"), protocol="auto", tracer=wire.trace, services=services
+    ) as agent:
+        # Asked under auto, a v1 agent still gets v1's client capabilities (fs, terminal).
+        (asked,) = wire.sent("initialize")
+        assert asked["params"]["clientCapabilities"] == {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": True,
+        }
+        assert agent.protocol_version == 1
+        assert agent.negotiation_note == "agent claims v2 but answers v1: speaking v1"
+        assert "agent claims v2 but answers v1: speaking v1" in caplog.text
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("hi")
+        texts = [getattr(u, "text", "") async for u in turn]
+        result = await turn
+        assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+        assert texts == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
+
+
+async def test_insisting_on_2_with_an_agent_that_echoes_it_in_v1s_shape_fails_the_start() -> None:
+    with pytest.raises(AgentStartError, match="answered the v1 way"):
+        async with running(script("echoes_version"), protocol=2):
+            pass

@@ -73,10 +73,13 @@ MUTATIONS = [
     Mutation(
         "v2-host-fallback-to-v1",
         "v2 host: auto falls back to v1 after a -32022 naming 1",
-        "driver/_agent.py",
-        "            response = await self._ask_initialize(self._initialize_params(spoken[-1], both=False), timeout)\n",
-        "            raise AgentStartError(str(exc)) from exc\n",
-        ("tests/driver/test_v2_host.py::test_an_agent_refusing_the_version_with_its_list_is_asked_again",),
+        "core/_negotiation.py",
+        '    if wanted != "auto" or code != refusal_code or not isinstance(supported, list):\n',
+        "    if True:\n",
+        (
+            "tests/driver/test_v2_host.py::test_an_agent_refusing_the_version_with_its_list_is_asked_again",
+            "tests/cli/test_check_v2.py::test_auto_audits_a_v1_agent_by_the_v1_rules",
+        ),
     ),
     Mutation(
         "v2-host-held-prompt-is-not-ended-by-an-earlier-idle",
@@ -179,5 +182,21 @@ MUTATIONS = [
         (
             "tests/cli/test_run_reports.py::test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it",
         ),
+    ),
+    Mutation(
+        "negotiation-shape-over-echo",
+        "auto: an agent that echoes 2 in v1's shape (agentCapabilities/agentInfo) speaks v1",
+        "core/_negotiation.py",
+        "        profile, note = V1, ECHO_NOTE\n",
+        "        note = ECHO_NOTE\n",
+        ("tests/driver/test_v2_host.py::test_auto_speaks_v1_with_an_agent_that_echoes_2_in_v1s_shape",),
+    ),
+    Mutation(
+        "negotiation-auto-sends-v1-client-capabilities",
+        "auto: initialize carries v1's clientCapabilities (fs, terminal) too, for a v1 agent to read",
+        "core/_negotiation.py",
+        "    for profile in PROFILES.values() if both else (PROFILES[version],):\n",
+        "    for profile in (PROFILES[version],):\n",
+        ("tests/driver/test_v2_host.py::test_auto_speaks_v1_with_an_agent_that_echoes_2_in_v1s_shape",),
     ),
 ]

@@ -62,6 +62,17 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Seen",
             "Step",
         ),
+        "._negotiation": (
+            "ECHO_NOTE",
+            "Negotiated",
+            "NegotiationError",
+            "Wanted",
+            "answers_like_v1",
+            "first_version",
+            "initialize_params",
+            "read_answer",
+            "retry_version",
+        ),
         "._rungs": ("Action", "Rung"),
         "._spans": ("Routed", "SessionSpans"),
         "._shapes": ("Shapes",),
@@ -144,6 +155,15 @@ if TYPE_CHECKING:
     from ._ledger import Ledger as Ledger
     from ._ledger import Outcome as Outcome
     from ._ledger import Tombstone as Tombstone
+    from ._negotiation import ECHO_NOTE as ECHO_NOTE
+    from ._negotiation import Negotiated as Negotiated
+    from ._negotiation import NegotiationError as NegotiationError
+    from ._negotiation import Wanted as Wanted
+    from ._negotiation import answers_like_v1 as answers_like_v1
+    from ._negotiation import first_version as first_version
+    from ._negotiation import initialize_params as initialize_params
+    from ._negotiation import read_answer as read_answer
+    from ._negotiation import retry_version as retry_version
     from ._profile import LATEST as LATEST
     from ._profile import PROFILES as PROFILES
     from ._profile import V1 as V1

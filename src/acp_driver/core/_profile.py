@@ -58,6 +58,22 @@ class ProtocolProfile:
     """What a host does to the agent at each rung of the cancel ladder."""
     shapes: Shapes
     """How an agent writes its chunks, tool calls, plans and permission questions."""
+    info_field: str
+    """Where ``initialize`` carries the agent's (and, ``client_`` prefixed in v1, the
+    client's) name and version: v1 ``agentInfo``/``clientInfo``, v2 ``info`` both ways."""
+    capabilities_field: str
+    """Where ``initialize``'s answer carries the agent's capabilities (v1 ``agentCapabilities``)."""
+    client_info_field: str
+    client_capabilities_field: str
+    """Where ``initialize``'s params carry the client's info and capabilities."""
+    auth_login: str
+    """The method that logs in with one of the agent's ``authMethods``."""
+    session_capabilities_field: str
+    """Where the agent's capabilities list its optional session methods."""
+    baseline_session_features: frozenset[str]
+    """Session methods every agent of this version has once it lists session capabilities."""
+    load_capability: str | None
+    """The capability flag that advertises ``session/load`` (None: listed with the others)."""
 
     def answer_stop_reason(self, answer: Any) -> str | None:
         """The stop reason a ``session/prompt`` answer ends the turn with (None: not a valid
@@ -75,6 +91,16 @@ class ProtocolProfile:
         if isinstance(reason, str) and (reason in self.stop_reasons or reason.startswith("_")):
             return reason
         return None
+
+    def supports(self, capabilities: Mapping[str, Any], feature: str) -> bool:
+        """Whether an agent advertising ``capabilities`` has session method ``feature``
+        (``load``, ``list``, ``resume``, ``close``)."""
+        if feature == "load" and self.load_capability is not None:
+            return bool(capabilities.get(self.load_capability))
+        listed = capabilities.get(self.session_capabilities_field)
+        return isinstance(listed, dict) and (
+            feature in self.baseline_session_features or listed.get(feature) is not None
+        )
 
     def confirms_cancel(self, stop_reason: str | None) -> bool:
         """Whether a turn ending with ``stop_reason`` complied with a cancel."""
@@ -128,6 +154,14 @@ V1 = ProtocolProfile(
         }
     ),
     shapes=V1_SHAPES,
+    info_field="agentInfo",
+    capabilities_field="agentCapabilities",
+    client_info_field="clientInfo",
+    client_capabilities_field="clientCapabilities",
+    auth_login=p.AUTHENTICATE,
+    session_capabilities_field="sessionCapabilities",
+    baseline_session_features=frozenset(),
+    load_capability="loadSession",
 )
 
 V2 = ProtocolProfile(
@@ -174,6 +208,14 @@ V2 = ProtocolProfile(
         }
     ),
     shapes=V2_SHAPES,
+    info_field="info",
+    capabilities_field="capabilities",
+    client_info_field="info",
+    client_capabilities_field="capabilities",
+    auth_login=p.AUTH_LOGIN,
+    session_capabilities_field="session",
+    baseline_session_features=frozenset({"list", "resume", "close"}),
+    load_capability=None,
 )
 
 PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1, 2: V2})
