@@ -74,7 +74,17 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "retry_version",
         ),
         "._rungs": ("Action", "Rung"),
-        "._spans": ("Routed", "SessionSpans"),
+        "._lifecycle": (
+            "CancelPlan",
+            "Decided",
+            "Decision",
+            "Effects",
+            "PromptState",
+            "SessionLifecycle",
+            "V1Session",
+            "V2Session",
+            "lifecycle_for",
+        ),
         "._shapes": ("Shapes",),
         "._profile": (
             "LATEST",
@@ -155,6 +165,15 @@ if TYPE_CHECKING:
     from ._ledger import Ledger as Ledger
     from ._ledger import Outcome as Outcome
     from ._ledger import Tombstone as Tombstone
+    from ._lifecycle import CancelPlan as CancelPlan
+    from ._lifecycle import Decided as Decided
+    from ._lifecycle import Decision as Decision
+    from ._lifecycle import Effects as Effects
+    from ._lifecycle import PromptState as PromptState
+    from ._lifecycle import SessionLifecycle as SessionLifecycle
+    from ._lifecycle import V1Session as V1Session
+    from ._lifecycle import V2Session as V2Session
+    from ._lifecycle import lifecycle_for as lifecycle_for
     from ._negotiation import ECHO_NOTE as ECHO_NOTE
     from ._negotiation import Negotiated as Negotiated
     from ._negotiation import NegotiationError as NegotiationError
@@ -179,5 +198,3 @@ if TYPE_CHECKING:
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
     from ._shapes import Shapes as Shapes
-    from ._spans import Routed as Routed
-    from ._spans import SessionSpans as SessionSpans

@@ -98,7 +98,7 @@ def read_answer(wanted: Wanted, answer: Any) -> Negotiated:
         profile, note = V1, ECHO_NOTE
     if profile is None or (wanted != "auto" and profile.version != wanted):
         asked = ", ".join(str(v) for v in sorted(PROFILES)) if wanted == "auto" else str(wanted)
-        shown = version if note is None else f"{version!r} (answered the v1 way)"
+        shown = repr(version) if note is None else f"{version!r} (answered the v1 way)"
         raise NegotiationError(f"agent speaks ACP protocol version {shown}; acp-driver asked for {asked}")
     info = answer.get(profile.info_field)
     caps = answer.get(profile.capabilities_field)

@@ -285,6 +285,23 @@ class AgentHandle:
             conn.on_violation = previous
             garbage.given_up.cancel()
 
+    def speaks_v1(self, turn: Any) -> None:
+        """v2 was agreed, but the agent answered ``turn``'s prompt the v1 way (a stop reason, no
+        ``messageId``): it speaks v1 (``core``'s negotiation rule). Every session goes on under
+        v1's lifecycle; what the agent sent for the turn, filed as v2 background work, is the
+        turn's."""
+        if self.profile is V1:
+            return
+        note = "agent answered a v2 prompt the v1 way: speaking v1"
+        logger.warning("%s: %s", self.name, note)
+        self.negotiation_note = note
+        self.profile = V1
+        self.protocol_version = V1.version
+        for session in self.sessions.values():
+            session.speak(V1)
+        for update in turn.session.take_background():
+            turn.accept(update)
+
     def supports(self, feature: str) -> bool:
         """``load``, ``list``, ``resume``, ``close``: advertised by the agent? (v2: the baseline
         list/resume/close come with ``capabilities.session``; there is no load.)"""
