@@ -151,7 +151,7 @@ def test_a_first_line_that_is_not_a_header_is_refused_at_once(tmp_path: Path) ->
                 lines_read.append(line)
                 yield line
 
-    from acp_driver.trace._model import parse_trace
+    from acp_driver.trace._read import parse_trace
 
     with pytest.raises(TraceFormatError, match="not an acp-driver trace"):
         parse_trace(counted())
@@ -210,7 +210,7 @@ def test_whatever_events_a_file_holds_it_is_summarized_and_drawn(
     lines += [
         orjson.dumps({**event, "id": i}, option=orjson.OPT_NON_STR_KEYS) for i, event in enumerate(events, 1)
     ]
-    from acp_driver.trace._model import parse_trace
+    from acp_driver.trace._read import parse_trace
 
     trace = parse_trace(line + b"\n" for line in lines)
     summarize(trace)

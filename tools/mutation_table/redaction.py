@@ -144,7 +144,7 @@ MUTATIONS = [
     Mutation(
         "trace-reader-redacts",
         "trace reader: a file read back is redacted by the same rule (the summary, the page)",
-        "trace/_model.py",
+        "trace/_read.py",
         "        events.append(redactor.event(event) if redactor.pending or needs_scan(line) else event)\n",
         "        events.append(event)\n",
         (f"{_R}test_a_file_written_without_redaction_is_redacted_when_read",),
@@ -168,7 +168,7 @@ MUTATIONS = [
     Mutation(
         "trace-reader-version",
         "trace reader: a schema version it does not know is refused",
-        "trace/_model.py",
+        "trace/_read.py",
         "    if type(version) is not int or version != SCHEMA_VERSION:\n",
         "    if False:\n",
         (f"{_READ}test_a_schema_version_this_reader_does_not_know_is_refused",),
@@ -176,7 +176,7 @@ MUTATIONS = [
     Mutation(
         "trace-reader-header-first",
         "trace reader: a first line that is not a header is refused at once (/dev/urandom)",
-        "trace/_model.py",
+        "trace/_read.py",
         "            if not events:\n"
         '                raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")\n',
         "",
@@ -185,7 +185,7 @@ MUTATIONS = [
     Mutation(
         "trace-reader-size-bound",
         "trace reader: a file over the read bound is refused",
-        "trace/_model.py",
+        "trace/_read.py",
         "        if left < 0:\n"
         '            raise TraceFormatError(f"over {max_bytes} bytes, more than this reader reads")\n'
         '        if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\\n"):\n',
@@ -212,7 +212,7 @@ MUTATIONS = [
     Mutation(
         "trace-reader-header-agent",
         "trace reader: a header whose agent is not a list is read",
-        "trace/_model.py",
+        "trace/_read.py",
         '        event["agent"] = [agent if isinstance(agent, str) else orjson.dumps(agent, default=str).decode()]\n',
         "        pass\n",
         (f"{_READ}test_a_header_whose_agent_is_not_a_list_is_read",),
