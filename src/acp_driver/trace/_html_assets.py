@@ -60,7 +60,7 @@ SCRIPT = """
   var view = [0, END];
   var points = svg.querySelectorAll('[data-t]:not([data-t2])');
   var spans = svg.querySelectorAll('[data-t2]');
-  var NS = 'http://www.w3.org/2000/svg';
+  var NS = svg.namespaceURI;
 
   function show(ev, el) {
     var id = el.getAttribute('data-e');
