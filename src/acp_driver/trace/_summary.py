@@ -56,7 +56,8 @@ def summarize(trace: Trace) -> str:
                 f"  {verdict.result.upper():<5} {verdict.level:<6} {_safe(verdict.rule)} [event #{verdict.eid}; "
                 f"moments {moments or 'none'}{more}]"
             )
-    return "\n".join(lines) + "\n"
+    # every line once more: what the agent sent reaches a line through many fields
+    return "\n".join(_safe(line) for line in lines) + "\n"
 
 
 def _peer(peer: Peer) -> list[str]:
