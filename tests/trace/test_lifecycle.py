@@ -236,6 +236,8 @@ async def test_the_page_brackets_each_cancel_and_draws_no_due_line_after_the_tur
     _first, second, third = trace.turns
     assert second.finish is not None
     assert third.finish is not None
+    for start, end in brackets:
+        assert f"cancel → end: {(end - start) * 1000:.1f} ms" in page
     assert brackets == {
         (sent[0]["t"], second.finish): round((second.finish - sent[0]["t"]) * 1000, 1),
         (sent[1]["t"], third.finish): round((third.finish - sent[1]["t"]) * 1000, 1),

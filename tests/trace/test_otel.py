@@ -235,6 +235,10 @@ async def test_both_sides_of_a_cancelled_turn_in_one_trace(
         assert theirs["end"] >= prompt["end"]
         if version == 2:
             assert "acp.stop_reason" not in prompt["attributes"]  # answered {messageId}
+    for host in host_turns[1:]:  # the host's side: the stop reason the agent ended with, and the rung
+        assert attrs(host)["gen_ai.response.finish_reasons"] == ("cancelled",)
+        assert attrs(host)["acp.resolved_by"] == "session_cancel"
+        assert "acp.cancel.requested" in [e.name for e in host.events]
     assert "acp.permission.cancelled" in permission_turn["events"]
     (agent_permission,) = [s for s in agent_spans if s["name"] == "session/request_permission"]
     assert agent_permission["kind"] == "CLIENT"  # the agent's own request

@@ -14,7 +14,7 @@ session:
 - markers: the cancel, ``session/cancel`` and ``$/cancel_request`` sent, each rung taken, the
   resolution, late updates (after the answer); dashed ticks where the rungs were *due* (only
   those due before the turn was over); markers closer than a few pixels stack downwards;
-- a bracket from the cancel to the turn's end, with its milliseconds;
+- a bracket from ``session/cancel`` to the turn's end, labelled with its milliseconds;
 - the exit of the agent as a line through its lanes.
 
 Every marker is an element with ``id="e<event id>"``, ``data-e`` and ``data-t`` (its time in
@@ -40,7 +40,7 @@ import orjson
 
 from ._html_assets import SCRIPT, STYLE
 from ._model import Moment, Peer, Trace, Turn
-from ._verdict import cancel_anchor, duration, verdict
+from ._verdict import cancel_anchor, verdict
 
 LABEL_W = 280
 PLOT_W = 1000
@@ -317,7 +317,9 @@ class _Page:
             self.mark(late, y + 26, 18, "tick", "#e74c3c")
         anchor = cancel_anchor(turn)
         if anchor is not None and turn.finish is not None:
-            self.bracket(anchor.t, turn.finish, y + 62, f"cancel → end: {duration(turn.finish - anchor.t)}")
+            self.bracket(
+                anchor.t, turn.finish, y + 62, f"cancel → end: {(turn.finish - anchor.t) * 1000:.1f} ms"
+            )
         self.parts.append("</g>")
 
     def bracket(self, t: float, t2: float, y: float, words: str) -> None:
