@@ -181,8 +181,9 @@ class _Page:
                 f'<line x1="0" y1="{y}" x2="0" y2="{y + h}" stroke="{colour}" stroke-width="1.5"/>'
                 f'<circle cx="0" cy="{y + h / 2}" r="4.5" fill="{colour}" stroke="#fff"/>'
             )
-        if label:
-            body += f'<text class="rung-label" x="6" y="{y - 1}">{_e(label)}</text>'
+        if label:  # beside the marker, on its left near the plot's right edge
+            side = 'x="-7" text-anchor="end"' if self.x(moment.t) > self.x0 + PLOT_W - 70 else 'x="6"'
+            body += f'<text class="rung-label" {side} y="{y - 1}">{_e(label)}</text>'
         self.at(moment.t, body, attrs)
 
     def axis(self, height: float) -> None:
