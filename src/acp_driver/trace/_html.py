@@ -51,7 +51,7 @@ LANE_H = 94
 PROC_H = 40
 HEAD_H = 26
 BIN_PX = 5
-STACK_PX = 9
+STACK_PX = 12
 """Markers whose heads are closer than this stack (each level 11 px lower)."""
 MAX_SHOWN = 4000
 """Characters of a message shown on hover (longer ones are cut, saying so)."""
