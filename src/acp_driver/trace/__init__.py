@@ -2,7 +2,8 @@
 
 ``launch(trace=...)``, ``connect(trace=...)``, ``serve_command(trace=...)`` and the CLI's
 ``--trace FILE`` record every message and the lifecycle the wire does not show (docs/trace.md);
-``acp-driver trace FILE`` summarizes a recording, ``--html OUT`` draws it. ``OtelSink`` (the
+``acp-driver trace FILE`` summarizes a recording, ``--html OUT`` draws it, ``--chrome OUT``
+exports it in the Trace Event Format (Perfetto, ``chrome://tracing``). ``OtelSink`` (the
 ``otel`` extra) turns the same observations into OpenTelemetry spans. Nothing here imports
 asyncio; names are exported lazily, so the OpenTelemetry bridge loads only when used.
 """
@@ -30,11 +31,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "._read": ("TraceFormatError", "read_trace"),
         "._summary": ("summarize",),
         "._html": ("render_html",),
+        "._chrome": ("chrome_trace",),
         "._otel": ("OtelSink",),
     },
 )
 
 if TYPE_CHECKING:
+    from ._chrome import chrome_trace as chrome_trace
     from ._html import render_html as render_html
     from ._model import Trace as Trace
     from ._otel import OtelSink as OtelSink

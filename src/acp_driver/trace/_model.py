@@ -320,8 +320,12 @@ class _Analysis:
             permission = None
             if method == p.SESSION_REQUEST_PERMISSION:
                 turn = peer.running(params.get("sessionId"))
+                # v2 asks with its own top-level ``title``; v1 with the tool call's
                 call = params.get("toolCall")
-                title = _text(call.get("title", "") if isinstance(call, dict) else "", 60)
+                title = params.get("title")
+                if not isinstance(title, str) or not title:
+                    title = call.get("title", "") if isinstance(call, dict) else ""
+                title = _text(title, 60)
                 permission = Permission(float(event["t"]), int(event["id"]), message["id"], title)
                 if turn is not None:
                     turn.permissions.append(permission)
