@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from acp_driver.agent import Agent, Turn
@@ -19,7 +20,7 @@ from acp_driver.remote import RemoteServer, serve_agent, serve_command
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
-from .serving import HttpClient, WsClient, pid_gone, text_prompt
+from .serving import AGENTS, HttpClient, WsClient, pid_gone, text_prompt
 
 T0 = 1000.0
 BUDGET = 8.0
@@ -77,6 +78,32 @@ async def test_a_wedged_agent_gets_every_rung_at_its_moment() -> None:
         assert conn.ladder.elapsed == BUDGET  # fake time: exactly the budget
         assert pid is not None
         assert pid_gone(pid)
+
+
+async def test_terminate_closes_the_agents_input_before_sigterm(tmp_path: Path) -> None:
+    """The TERMINATE rung ends the agent's input, then signals: an agent reading its input at
+    SIGTERM finds its end (a stdio agent may treat EOF as "stop now")."""
+    clock = FakeClock(T0)
+    report = tmp_path / "at-sigterm"
+    witness = [sys.executable, str(AGENTS / "term_witness.py"), str(report)]
+    async with (
+        asyncio.timeout(60),
+        server(serve_command(witness, port=0, cancel_budget=BUDGET, clock=clock), clock) as srv,
+    ):
+        async with WsClient.connect(srv.url) as client:
+            sid = await client.open_session()
+            await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("wedged")})
+            await client.next()  # its update: the agent has the prompt (and reads no more)
+            conn = await _one_connection(srv)
+            await eventually(lambda: bool(conn.inflight.prompts()), "the prompt to reach the relay")
+        await eventually(lambda: conn.ladder is not None, "the connection's end")
+        clock.advance_to(T0 + BUDGET * 0.75 - 0.001)
+        assert not conn.backend.exited
+        clock.advance_to(T0 + BUDGET * 0.75)
+        assert conn.ladder.taken[-1] == (T0 + BUDGET * 0.75, Rung.TERMINATE)
+        await asyncio.wait_for(conn.wait_ended(), 30)
+        assert report.read_text() == "stdin closed"
+        assert conn.ladder.resolution is Resolution.CANCELLED  # it exited on SIGTERM
 
 
 async def test_a_polite_agent_is_done_before_any_time_passes() -> None:

@@ -358,4 +358,20 @@ MUTATIONS = [
         "            await respond_error(send, status, message, headers)\n",
         ("tests/remote/test_serve_security.py::test_a_refused_request_says_its_connection_closes",),
     ),
+    Mutation(
+        "serve-terminate-closes-input-first",
+        "serve: the TERMINATE rung closes the agent's stdin before SIGTERM",
+        "core/_connection_end.py",
+        "    Rung.TERMINATE: (Action.CLOSE_INPUT, Action.TERMINATE),\n",
+        "    Rung.TERMINATE: (Action.TERMINATE,),\n",
+        ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
+    ),
+    Mutation(
+        "serve-sigterm-after-the-input-is-closed",
+        "serve: SIGTERM waits until the agent's stdin is really closed (asyncio closes a pipe a loop turn later)",
+        "remote/_relay.py",
+        "        self._stdin_protocol.when_lost(self.process.terminate)\n",
+        "        self.process.terminate()\n",
+        ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
+    ),
 ]

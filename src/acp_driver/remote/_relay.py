@@ -91,8 +91,25 @@ def _not_started(item: bytes | OversizedLine) -> None:
 
 
 class _StdinProtocol(asyncio.BaseProtocol):
+    def __init__(self) -> None:
+        self.lost = False
+        self._then: list[Callable[[], object]] = []
+
     def connection_lost(self, exc: Exception | None) -> None:
-        pass  # the agent closed its stdin or exited: what we write from now on is dropped
+        # The pipe is closed (by us, or the agent exited): what we write from now on is dropped.
+        # asyncio closes the descriptor right after this returns: the callbacks run after that.
+        self.lost = True
+        then, self._then = self._then, []
+        loop = asyncio.get_running_loop()
+        for callback in then:
+            loop.call_soon(callback)
+
+    def when_lost(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once the pipe's descriptor is closed (at once if it is)."""
+        if self.lost:
+            callback()
+        else:
+            self._then.append(callback)
 
 
 class SubprocessBackend:
@@ -105,6 +122,7 @@ class SubprocessBackend:
         self.stderr = StderrTail(name)
         self._framer = LineFramer(max_message_bytes)
         self._stdin: asyncio.WriteTransport | None = None
+        self._stdin_protocol = _StdinProtocol()
         self._stdout: asyncio.BaseTransport | None = None
         self._stdout_protocol = _StdoutProtocol(self._framer)
         self._stderr: asyncio.BaseTransport | None = None
@@ -121,7 +139,7 @@ class SubprocessBackend:
         assert popen.stdin is not None
         assert popen.stderr is not None
         try:
-            backend._stdin = await connect_write_pipe(_StdinProtocol, popen.stdin)
+            backend._stdin = await connect_write_pipe(lambda: backend._stdin_protocol, popen.stdin)
             backend._stderr = await drain_pipe(popen.stderr, backend.stderr.feed, backend.stderr.mark_closed)
         except BaseException:
             if backend._stdin is not None:
@@ -201,8 +219,18 @@ class SubprocessBackend:
             self._stdin.close()
 
     def terminate(self) -> None:
-        self.close_input()
-        self.process.terminate()
+        # The rung's CLOSE_INPUT came just before (the order is the connection-end machine's,
+        # written once there), but a transport closes its descriptor only on the loop's next
+        # turn, or once its buffer is written. SIGTERM waits for that close, so the agent finds
+        # the end of its input when signalled; what it did not read by now is dropped (a
+        # full pipe would hold the close, and the signal, for ever).
+        stdin = self._stdin
+        if stdin is None or not stdin.is_closing():  # nobody closed it: no close to wait for
+            self.process.terminate()
+            return
+        if stdin.get_write_buffer_size():
+            stdin.abort()
+        self._stdin_protocol.when_lost(self.process.terminate)
 
     def kill(self) -> None:
         self.process.kill()
