@@ -374,4 +374,12 @@ MUTATIONS = [
         "        self.process.terminate()\n",
         ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
     ),
+    Mutation(
+        "serve-too-deep-to-relay",
+        "serve: a client message nested too deep to encode again for the agent ends the connection with a reason (1007), never an exception in the read loop",
+        "remote/_served.py",
+        '            self.end("the client sent a message nested too deep to relay", 1007)\n',
+        "            raise\n",
+        ("tests/remote/test_deep_json.py::test_serve_ends_a_connection_whose_message_is_too_deep_to_relay",),
+    ),
 ]

@@ -134,14 +134,18 @@ class ServedConnection:
             return
         self.last_activity = self.clock.now()
         self.inflight.from_client(message)
-        if self.protocol_cap is not None and _asks_above(message, self.protocol_cap):
-            # ``serve --protocol N``: the connection speaks at most N (the agent answers N or below).
-            message["params"]["protocolVersion"] = self.protocol_cap
-            text = encode_relayed(message)
-        elif b"\n" in text or b"\r" in text:
-            # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
-            # re-encode compactly so that the NDJSON agent sees one line.
-            text = encode_relayed(message)
+        try:
+            if self.protocol_cap is not None and _asks_above(message, self.protocol_cap):
+                # ``serve --protocol N``: the connection speaks at most N (the agent answers N or below).
+                message["params"]["protocolVersion"] = self.protocol_cap
+                text = encode_relayed(message)
+            elif b"\n" in text or b"\r" in text:
+                # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
+                # re-encode compactly so that the NDJSON agent sees one line.
+                text = encode_relayed(message)
+        except TypeError:  # nested too deep to encode again
+            self.end("the client sent a message nested too deep to relay", 1007)
+            return
         self.backend.send(text)
         if self.trace is not None:
             self.trace.wire("out", text)
