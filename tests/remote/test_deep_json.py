@@ -3,15 +3,14 @@ message is read -- ``serve`` (WebSocket and Streamable HTTP) and both network cl
 ``RecursionError`` that ends a read loop; what comes next is read as usual.
 
 Everything is real: ``serve`` with the reference agent; the clients' peers are a WebSocket
-server (the ``websockets`` library) and a Streamable HTTP server written out by hand on a
-loopback socket, each in this process."""
+server (the ``websockets`` library) and a Streamable HTTP server written out by hand
+(``handmade.py``), each in this process on a loopback socket."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -22,6 +21,7 @@ from acp_driver.net import open_transport
 
 from ..waiting import eventually
 from . import serving
+from .handmade import http_peer
 from .serving import INIT_PARAMS, HttpClient, WsClient
 
 DEEP = b"[" * 100_000
@@ -77,7 +77,7 @@ async def test_the_websocket_client_answers_a_deep_frame_with_a_parse_error() ->
 
 
 async def test_the_http_client_answers_a_deep_event_with_a_parse_error() -> None:
-    async with asyncio.timeout(LIMIT), _http_peer([DEEP, orjson.dumps(PING)]) as peer:
+    async with asyncio.timeout(LIMIT), http_peer([DEEP, orjson.dumps(PING)]) as peer:
         conn = Connection(name="deep")
         conn.on_request("_test/ping", _pong)
         transport = await open_transport(peer.url, conn)
@@ -97,76 +97,6 @@ async def test_the_http_client_answers_a_deep_event_with_a_parse_error() -> None
 
 async def _pong(params: Any) -> Any:
     return {"pong": True}
-
-
-class _HttpPeer:
-    """A Streamable HTTP server by hand: ``initialize`` answered with a connection id, the
-    connection's event stream carries ``events`` and stays open until ``done``; every other
-    POST is recorded (``posted``) and accepted."""
-
-    def __init__(self, events: list[bytes]) -> None:
-        self.events = events
-        self.posted: list[Any] = []
-        self.done = asyncio.Event()
-        self.url = ""
-
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                first, *lines = head.split(b"\r\n")
-                headers = dict(
-                    (name.strip().lower(), value.strip())
-                    for name, _, value in (line.partition(b":") for line in lines if b":" in line)
-                )
-                body = await reader.readexactly(int(headers.get(b"content-length", b"0")))
-                method = first.split()[0]
-                if method == b"GET":
-                    await self._stream(writer)
-                    return
-                message = json.loads(body) if body else None
-                if isinstance(message, dict) and message.get("method") == "initialize":
-                    answer = json.dumps(
-                        {"jsonrpc": "2.0", "id": message["id"], "result": {"protocolVersion": 1}}
-                    ).encode()
-                    writer.write(
-                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nAcp-Connection-Id: c1\r\n"
-                        b"Content-Length: %d\r\n\r\n%s" % (len(answer), answer)
-                    )
-                else:
-                    if method == b"POST":
-                        self.posted.append(message)
-                    writer.write(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def _stream(self, writer: asyncio.StreamWriter) -> None:
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-        )
-        for event in self.events:
-            chunk = b"data: " + event + b"\n\n"
-            writer.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-        await writer.drain()
-        await self.done.wait()
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-
-
-@contextlib.asynccontextmanager
-async def _http_peer(events: list[bytes]) -> AsyncIterator[_HttpPeer]:
-    peer = _HttpPeer(events)
-    listener = await asyncio.start_server(peer.handle, "127.0.0.1", 0)
-    peer.url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}/acp"
-    try:
-        yield peer
-    finally:
-        peer.done.set()
-        listener.close()
-        await listener.wait_closed()
 
 
 async def test_serve_ends_a_connection_whose_message_is_too_deep_to_relay(make_server: Any) -> None:

@@ -14,13 +14,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import orjson
+
 from acp_driver.agent import Agent, Turn
 from acp_driver.core import Resolution, Rung
 from acp_driver.remote import RemoteServer, serve_agent, serve_command
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
-from .serving import AGENTS, HttpClient, WsClient, pid_gone, text_prompt
+from .serving import AGENTS, INIT_PARAMS, HttpClient, WsClient, pid_gone, text_prompt
 
 T0 = 1000.0
 BUDGET = 8.0
@@ -214,3 +217,26 @@ async def test_an_http_stream_closing_counts_as_activity_on_the_servers_clock() 
         clock.advance_to(T0 + 31.0)
         assert conn.ending
         assert conn.end_reason == "idle for 10 s"
+
+
+async def test_an_initialize_the_agent_never_answers_is_504_at_the_timeout_on_the_clock() -> None:
+    clock = FakeClock(T0)
+    mute = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # reads, never answers
+    init = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS})
+    async with (
+        asyncio.timeout(60),
+        server(serve_command(mute, port=0, initialize_timeout=10.0, clock=clock), clock) as srv,
+        httpx.AsyncClient() as http,
+    ):
+        posting = asyncio.ensure_future(
+            http.post(srv.url, content=init, headers={"Content-Type": "application/json"})
+        )
+        await eventually(lambda: T0 + 10.0 in clock.deadlines, "initialize to wait on the server's clock")
+        clock.advance_to(T0 + 9.999)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not posting.done()
+        clock.advance_to(T0 + 10.0)
+        response = await posting
+        assert response.status_code == 504
+        assert "did not answer initialize in time" in response.text

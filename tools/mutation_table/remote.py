@@ -382,4 +382,20 @@ MUTATIONS = [
         "            raise\n",
         ("tests/remote/test_deep_json.py::test_serve_ends_a_connection_whose_message_is_too_deep_to_relay",),
     ),
+    Mutation(
+        "serve-initialize-timeout-on-the-clock",
+        "serve: an initialize the agent never answers is 504 at initialize_timeout, on the server's clock",
+        "remote/_http.py",
+        "        async with timeout_on(server.clock, server.settings.initialize_timeout):\n",
+        "        async with timeout_on(None, server.settings.initialize_timeout):\n",
+        ("tests/remote/test_serve_fake_time.py::test_an_initialize_the_agent_never_answers_is_504_at_the_timeout_on_the_clock",),
+    ),
+    Mutation(
+        "client-close-grace-on-the-clock",
+        "network client: a graceful close the server never finishes is aborted at the grace, on the connection's clock",
+        "net/_client_base.py",
+        "                async with timeout_on(self.receiver.clock, grace):\n",
+        "                async with timeout_on(None, grace):\n",
+        ("tests/remote/test_connect_close_grace.py",),
+    ),
 ]

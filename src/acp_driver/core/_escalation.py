@@ -23,7 +23,8 @@ is resolved ``killed`` anyway (the host's turn, ``serve``'s connection end, ``re
 
 TERM_GRACE = 1.0
 """A SIGTERM outside the ladder (``ProcessGroup.reap``, ``terminal/kill``, an agent that closed
-its output but runs on): SIGKILL this long after it."""
+its output but runs on): SIGKILL this long after it. Also how long ``serve`` waits for the exit
+of an agent whose output ended, to name it in the connection's end."""
 
 SHUTDOWN_GRACE = 2.0
 """``shutdown()``: after the agent's input is closed, how long it may take to exit on its own

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..aio import (
+    Clock,
+    LoopClock,
     ProcessGroup,
     StderrTail,
     connect_read_pipe,
@@ -24,16 +26,13 @@ from ..aio import (
     drain_pipe,
     exit_description,
 )
-from ..core import LineFramer, OversizedLine
+from ..core import OUTPUT_GRACE, LineFramer, OversizedLine
 from ._backend import Backend, Deliver
 
 if TYPE_CHECKING:
     from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.remote.relay")
-
-_EXIT_DRAIN = 0.5
-"""Seconds after the agent's exit to still read what it wrote, if its stdout stays open."""
 
 
 class _StdoutProtocol(asyncio.Protocol):
@@ -131,8 +130,13 @@ class SubprocessBackend:
         self._output_ended = False
 
     @classmethod
-    async def spawn(cls, argv: Sequence[str], name: str, *, max_message_bytes: int) -> SubprocessBackend:
+    async def spawn(
+        cls, argv: Sequence[str], name: str, *, max_message_bytes: int, clock: Clock | None = None
+    ) -> SubprocessBackend:
+        """Start ``argv``; its exit's grace for the output, and its reaping, run on ``clock``
+        (the server's; the loop's by default)."""
         process = await ProcessGroup.aspawn(argv)
+        process.clock = clock
         backend = cls(process, name, max_message_bytes)
         backend.argv = list(argv)
         popen = process.popen
@@ -180,8 +184,10 @@ class SubprocessBackend:
         task = loop.create_task(connect())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         # Gone when its output ends; a descendant holding stdout open must not keep it alive
-        # (supervised, descendants die with it, so this is a backstop).
-        self.process.on_exit(lambda _code: loop.call_later(_EXIT_DRAIN, self._call_gone))
+        # (supervised, descendants die with it, so this is a backstop): after its exit, what it
+        # wrote is read for ``OUTPUT_GRACE`` more.
+        clock = self.process.clock or LoopClock()
+        self.process.on_exit(lambda _code: clock.call_at(clock.now() + OUTPUT_GRACE, self._call_gone))
 
     def _call_gone(self) -> None:
         if not self._gone_called and self._gone is not None:
