@@ -173,4 +173,28 @@ MUTATIONS = [
         "",
         ("tests/test_benchmarks_smoke.py::test_a_v2_stream_must_end_in_an_idle_end_turn",),
     ),
+    Mutation(
+        "terminal-kill-grace",
+        "terminal/kill: a command that ignores SIGTERM is SIGKILLed at kill_grace (the time asserted, not only the outcome)",
+        "services/_terminals.py",
+        "        await self.process.reap(term_timeout=kill_grace)\n",
+        "        await self.process.reap(term_timeout=kill_grace * 50)\n",
+        ("tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",),
+    ),
+    Mutation(
+        "terminal-kill-grace-on-the-clock",
+        "terminals: the SIGTERM -> SIGKILL grace runs on the service's injected clock",
+        "services/_terminals.py",
+        "        process.clock = clock\n",
+        "",
+        ("tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",),
+    ),
+    Mutation(
+        "reap-grace-on-the-clock",
+        "ProcessGroup.reap: SIGKILL after term_timeout measured on the process's clock",
+        "aio/_process.py",
+        "                    async with timeout_on(self.clock, term_timeout):\n",
+        "                    async with timeout_on(None, term_timeout):\n",
+        ("tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",),
+    ),
 ]

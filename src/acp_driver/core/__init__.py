@@ -18,6 +18,15 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AgentTurnState",
         ),
         "._endpoint": ("Endpoint",),
+        "._escalation": (
+            "CLOSE_GRACE",
+            "EXIT_WAIT",
+            "OUTPUT_GRACE",
+            "SHUTDOWN_GRACE",
+            "TERM_GRACE",
+            "TREE_WAIT",
+            "resolve_within",
+        ),
         "._errors": (
             "AcpError",
             "ConnectionClosedError",
@@ -128,6 +137,13 @@ if TYPE_CHECKING:
     from ._errors import RequestTimeoutError as RequestTimeoutError
     from ._errors import RpcError as RpcError
     from ._errors import error_from_object as error_from_object
+    from ._escalation import CLOSE_GRACE as CLOSE_GRACE
+    from ._escalation import EXIT_WAIT as EXIT_WAIT
+    from ._escalation import OUTPUT_GRACE as OUTPUT_GRACE
+    from ._escalation import SHUTDOWN_GRACE as SHUTDOWN_GRACE
+    from ._escalation import TERM_GRACE as TERM_GRACE
+    from ._escalation import TREE_WAIT as TREE_WAIT
+    from ._escalation import resolve_within as resolve_within
     from ._events import CancelRequest as CancelRequest
     from ._events import EndOfInput as EndOfInput
     from ._events import ErrorResponse as ErrorResponse
