@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -36,6 +37,9 @@ class V2Client(Client):
             "initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
         )
         assert answer["protocolVersion"] == 2
+
+    def new_session_params(self) -> dict[str, Any]:
+        return {"cwd": os.getcwd()}  # all v2 requires (no mcpServers)
 
     def seen(self) -> list[Message]:
         """Everything the agent wrote, in order."""
@@ -148,6 +152,45 @@ async def test_an_agent_restricted_to_v1_answers_1_to_a_v2_client(spawned: V2Cli
     )
     assert result["protocolVersion"] == 1
     assert "agentInfo" in result
+
+
+V2_BAD_PARAMS = [
+    ("session/new", {}, 'missing required member "cwd"'),
+    (
+        "session/prompt",
+        {"sessionId": "SID", "prompt": [{"type": "text", "text": 5}]},
+        '"text" must be a string',
+    ),
+    ("session/prompt", {"sessionId": "SID", "prompt": [{"type": "image", "data": "x"}]}, '"mimeType"'),
+    ("session/prompt", {"sessionId": "SID", "prompt": [{"type": "resource", "resource": "x"}]}, "an object"),
+    ("tool_call/cancel", {"sessionId": "SID"}, 'missing required member "toolCallId"'),
+    ("initialize", {"protocolVersion": 2}, 'missing required member "info"'),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "reason"), V2_BAD_PARAMS)
+async def test_v2_params_are_checked_against_v2s_schema(
+    agent: V2Client, method: str, params: dict[str, Any], reason: str
+) -> None:
+    if params.get("sessionId") == "SID":
+        params = {**params, "sessionId": agent.session_id}
+    with pytest.raises(RpcError) as info:
+        await agent.conn.request(method, params)
+    assert (info.value.code, reason in info.value.message) == (-32602, True), info.value.message
+    assert agent.updates() == []  # nothing ran
+    turn = agent.prompt("still here")
+    assert "messageId" in (await agent.answer(turn))["result"]
+    assert [i["stopReason"] for i in await agent.idle(1)] == ["end_turn"]
+
+
+async def test_a_v2_session_needs_only_a_cwd(agent: V2Client) -> None:
+    # v1's table applied to v2 refused this (missing "mcpServers"): v2 requires only cwd.
+    opened = await agent.conn.request("session/new", {"cwd": os.getcwd()})
+    assert set(opened) >= {"sessionId"}
+    resumed = await agent.conn.request(
+        "session/resume", {"sessionId": opened["sessionId"], "cwd": os.getcwd()}
+    )
+    assert isinstance(resumed, dict)
 
 
 async def test_a_prompt_is_answered_at_insertion_and_its_span_ends_with_one_idle(agent: V2Client) -> None:

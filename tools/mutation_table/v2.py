@@ -180,4 +180,26 @@ MUTATIONS = [
             "tests/cli/test_run_reports.py::test_run_mode_in_v2_sets_the_mode_config_option_as_the_schema_types_it",
         ),
     ),
+    Mutation(
+        "v2-agent-params-by-v2s-schema",
+        "v2 agent: a client's params are judged by v2's schema (session/new needs only cwd), not v1's",
+        "agent/_params.py",
+        "    required = profile.requirements.methods.get(method)\n",
+        '    required = __import__("acp_driver.core", fromlist=["V1"]).V1.requirements.methods.get(method)\n',
+        (
+            "tests/agent/test_v2_runtime.py::test_a_v2_session_needs_only_a_cwd",
+            "tests/agent/test_v2_runtime.py::test_v2_params_are_checked_against_v2s_schema",
+        ),
+    ),
+    Mutation(
+        "agent-prompt-block-members",
+        "agent: a prompt content block without the members its type requires (a number as text) is -32602, never a crash",
+        "agent/_params.py",
+        '                problem = _members_problem(f"{method}: prompt[{i}] ({kind})", block, members)\n',
+        "                problem = None\n",
+        (
+            "tests/agent/test_v2_runtime.py::test_v2_params_are_checked_against_v2s_schema",
+            "tests/agent/test_runtime.py::test_params_without_the_required_shape_are_invalid_params",
+        ),
+    ),
 ]

@@ -68,7 +68,7 @@ class Spans:
     async def prompt(self, params: Any) -> dict[str, Any]:
         """``session/prompt`` in v2: hold, insert, answer with the message id, start the span."""
         runtime = self.runtime
-        params = check_params(p.SESSION_PROMPT, params)
+        params = check_params(self.runtime.profile, p.SESSION_PROMPT, params)
         session = runtime._session(params)
         ctx = current_request()
         task = asyncio.current_task()
@@ -245,7 +245,7 @@ class Spans:
     async def session_cancel(self, params: Any) -> None:
         """``session/cancel``: the span and the prompts held now (never one sent after it)."""
         runtime = self.runtime
-        problem = params_problem(p.SESSION_CANCEL, params)
+        problem = params_problem(self.runtime.profile, p.SESSION_CANCEL, params)
         if problem is not None:  # a notification: never answered, only logged
             logger.debug("ignoring session/cancel: invalid params: %s", problem)
             return
@@ -263,7 +263,7 @@ class Spans:
         """``session/close``: its work cancelled, the idle ``cancelled`` sent, then the answer and
         nothing more of the session. An unknown session is ``-32002`` (clients count it closed)."""
         runtime = self.runtime
-        session = runtime._session(check_params(p.SESSION_CLOSE, params))
+        session = runtime._session(check_params(self.runtime.profile, p.SESSION_CLOSE, params))
         await self.close(session)
         if _implements_close(runtime):
             await runtime.agent.close_session(session)
@@ -275,7 +275,7 @@ class Spans:
         the answer. A session this runtime does not hold is resumed only by an agent that
         implements ``resume_session``; else ``-32002``."""
         runtime = self.runtime
-        params = check_params(p.SESSION_RESUME, params)
+        params = check_params(self.runtime.profile, p.SESSION_RESUME, params)
         replay = params.get("replayFrom")
         if replay is not None and not (isinstance(replay, dict) and replay.get("type") == "start"):
             raise RpcError.invalid_params(
@@ -301,10 +301,9 @@ class Spans:
         """``tool_call/cancel``: accepted (the agent's code is told; it confirms with a final
         ``tool_call_update``) for a tool call that advertises it and is not final; else
         ``-32602``. It does not change the foreground state by itself."""
-        if not isinstance(params, dict):
-            raise RpcError.invalid_params("params must be an object")
+        params = check_params(self.runtime.profile, p.TOOL_CALL_CANCEL, params)
         session = self.runtime._session(params)
-        call = session.tool_calls.get(params.get("toolCallId"))  # type: ignore[arg-type]
+        call = session.tool_calls.get(params["toolCallId"])
         if call is None or call.final or not call.cancellable:
             raise RpcError.invalid_params(
                 "unknown, final or not cancellable tool call", {"toolCallId": params.get("toolCallId")}
@@ -315,7 +314,7 @@ class Spans:
     async def list_sessions(self, params: Any) -> dict[str, Any]:
         """``session/list``: the agent's own listing, or the sessions this runtime holds."""
         runtime = self.runtime
-        params = check_params(p.SESSION_LIST, params)
+        params = check_params(self.runtime.profile, p.SESSION_LIST, params)
         if _implements_list(runtime):
             return await runtime.agent.list_sessions(params)
         cwd = params.get("cwd")
