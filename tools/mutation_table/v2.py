@@ -202,4 +202,17 @@ MUTATIONS = [
             "tests/agent/test_runtime.py::test_params_without_the_required_shape_are_invalid_params",
         ),
     ),
+    Mutation(
+        "v2-agent-withdrawn-released-prompt-releases-the-next",
+        "v2 agent: a held prompt withdrawn in the iteration that released it releases the next held one (never strands it)",
+        "agent/_spans.py",
+        "                    session.held.remove(entry)\n"
+        "                # Also when its gate was opened already (the cancel was read in the iteration that\n"
+        "                # released it): it was next, so the one after it is now.\n"
+        "                self._release_next(session)\n",
+        "                    session.held.remove(entry)\n                    self._release_next(session)\n",
+        (
+            "tests/agent/test_v2_in_process.py::test_a_withdrawal_read_as_its_prompt_is_released_does_not_strand_the_next",
+        ),
+    ),
 ]

@@ -83,7 +83,9 @@ class Spans:
                 # closing: answered -32800 by the connection; the running span is untouched.
                 if entry in session.held:
                     session.held.remove(entry)
-                    self._release_next(session)
+                # Also when its gate was opened already (the cancel was read in the iteration that
+                # released it): it was next, so the one after it is now.
+                self._release_next(session)
                 raise
         if session.closed:
             raise RequestCancelledError("the session was closed")
