@@ -9,6 +9,7 @@ agent wrote, decoded, in order.
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import orjson
@@ -69,7 +70,7 @@ class InProcessAgent:
 
     def feed(self, *messages: Message) -> None:
         """``messages`` read from the client, in one read."""
-        self.connection.feed_messages([orjson.dumps(m) for m in messages])
+        self.connection.feed_messages([json.dumps(m).encode() for m in messages])  # any int
 
     def request(self, method: str, params: Any) -> int:
         """Send a request; its id."""

@@ -200,6 +200,7 @@ MUTATIONS = [
         (
             "tests/agent/test_v2_runtime.py::test_v2_params_are_checked_against_v2s_schema",
             "tests/agent/test_runtime.py::test_params_without_the_required_shape_are_invalid_params",
+            "tests/agent/test_params_property.py::test_any_prompt_blocks_get_an_answer_never_an_internal_error",
         ),
     ),
     Mutation(
