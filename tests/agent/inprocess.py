@@ -72,10 +72,20 @@ class InProcessAgent:
         """``messages`` read from the client, in one read."""
         self.connection.feed_messages([json.dumps(m).encode() for m in messages])  # any int
 
+    def next_id(self) -> int:
+        """A request id not used yet."""
+        return next(self._ids)
+
     def request(self, method: str, params: Any) -> int:
         """Send a request; its id."""
-        request_id = next(self._ids)
+        request_id = self.next_id()
         self.feed(self.message(method, params, request_id))
+        return request_id
+
+    def prompt(self, text: str) -> int:
+        """Send a text prompt; its id."""
+        request_id = self.next_id()
+        self.feed(self.prompt_message(text, request_id))
         return request_id
 
     def prompt_message(self, text: str, request_id: int) -> Message:
@@ -120,4 +130,8 @@ class InProcessAgent:
         return [(u.get("state"), u.get("stopReason")) for u in self.updates("state_update")]
 
     async def close(self) -> None:
+        """Close the connection, first letting every wait on the fake clock expire (so that no
+        task of the runtime is left waiting on time that will never come)."""
+        for deadline in self.clock.deadlines:
+            self.clock.advance_to(deadline)
         await self.connection.aclose()

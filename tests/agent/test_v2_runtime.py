@@ -279,6 +279,28 @@ async def test_a_permission_makes_the_state_requires_action_and_a_cancel_withdra
     assert agent.index(is_withdrawal) < agent.index(is_update("state_update", state="idle"))
 
 
+async def test_running_is_reported_again_once_a_permission_is_answered(agent: V2Client) -> None:
+    answered: list[Any] = []
+
+    async def allow(params: Any) -> Any:
+        answered.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+    agent.conn.on_request("session/request_permission", allow)
+    agent.prompt("/permission")
+    (idle,) = await agent.idle(1)
+    assert idle["stopReason"] == "end_turn"
+    assert len(answered) == 1
+    states = [(u["state"], u.get("stopReason")) for u in agent.updates("state_update")]
+    assert states == [("running", None), ("requires_action", None), ("running", None), ("idle", "end_turn")]
+    # running again before the work that followed the answer (the tool call's completion)
+    completed = agent.index(is_update("tool_call_update", status="completed"))
+    running_again = [i for i, m in enumerate(agent.seen()) if is_update("state_update", state="running")(m)][
+        1
+    ]
+    assert running_again < completed
+
+
 async def test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after(agent: V2Client) -> None:
     agent.prompt("/stream 1000 20")
     await agent.until(is_update("agent_message_chunk"), "the work")

@@ -216,4 +216,47 @@ MUTATIONS = [
             "tests/agent/test_v2_in_process.py::test_a_withdrawal_read_as_its_prompt_is_released_does_not_strand_the_next",
         ),
     ),
+    Mutation(
+        "v2-agent-swallowed-cancel-idle-at-cancel-timeout",
+        "v2 agent: a handler that swallows its cancel still gets the idle cancelled at cancel_timeout (on the runtime's clock)",
+        "agent/_spans.py",
+        "            if not task.done() and not await wait_on(runtime.clock, (task,), runtime.cancel_timeout):\n",
+        "            if not task.done() and not await wait_on(runtime.clock, (task,), runtime.cancel_timeout * 50):\n",
+        (
+            "tests/agent/test_v2_in_process.py::test_a_swallowed_cancel_still_ends_the_span_cancelled_at_cancel_timeout",
+        ),
+    ),
+    Mutation(
+        "v2-agent-running-again-after-permission",
+        "v2 agent: running is reported again once a permission question is answered",
+        "agent/_turn.py",
+        '                    await spans.set_state(self.session, "running")\n',
+        "                    pass\n",
+        ("tests/agent/test_v2_runtime.py::test_running_is_reported_again_once_a_permission_is_answered",),
+    ),
+    Mutation(
+        "v2-agent-nothing-after-close-session-updates",
+        "v2 agent (CloseSessionRequest): nothing of a session is sent after session/close's answer (its session updates)",
+        "agent/_turn.py",
+        '        if self.closed:\n            raise TurnEndedError(f"session {self.id} is closed; update not sent")\n',
+        "",
+        ("tests/agent/test_v2_in_process.py::test_nothing_of_a_session_is_sent_after_its_close_is_answered",),
+    ),
+    Mutation(
+        "v2-agent-close-marks-the-session-closed",
+        "v2 agent (CloseSessionRequest): session/close marks the session closed before its answer (nothing of it after)",
+        "agent/_spans.py",
+        "        session.closed = True\n",
+        "        pass\n",
+        ("tests/agent/test_v2_in_process.py::test_nothing_of_a_session_is_sent_after_its_close_is_answered",),
+    ),
+    Mutation(
+        "v2-agent-idle-to-a-closed-connection",
+        "v2 agent: a span ending after its client left ends quietly (no task error left behind)",
+        "agent/_spans.py",
+        "        except ConnectionClosedError:  # the client is gone: no one to tell (and no task error left)\n"
+        '            logger.debug("connection closed before the idle of %s", session.id)\n',
+        "",
+        ("tests/agent/test_v2_in_process.py::test_a_span_ending_after_its_client_left_leaves_no_task_error",),
+    ),
 ]

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import current_request, wait_on
-from ..core import RequestCancelledError, RpcError
+from ..core import ConnectionClosedError, RequestCancelledError, RpcError
 from ._params import check_params, params_problem
 from ._turn import Session, Turn
 
@@ -167,6 +167,8 @@ class Spans:
         session.work_state = "idle"
         try:
             await self._send(session, update)
+        except ConnectionClosedError:  # the client is gone: no one to tell (and no task error left)
+            logger.debug("connection closed before the idle of %s", session.id)
         finally:
             self._finish(session, turn)
 
