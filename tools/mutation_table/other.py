@@ -179,7 +179,9 @@ MUTATIONS = [
         "services/_terminals.py",
         "        await self.process.reap(term_timeout=kill_grace)\n",
         "        await self.process.reap(term_timeout=kill_grace * 50)\n",
-        ("tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",),
+        (
+            "tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",
+        ),
     ),
     Mutation(
         "terminal-kill-grace-on-the-clock",
@@ -187,7 +189,9 @@ MUTATIONS = [
         "services/_terminals.py",
         "        process.clock = clock\n",
         "",
-        ("tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",),
+        (
+            "tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",
+        ),
     ),
     Mutation(
         "reap-grace-on-the-clock",
@@ -195,6 +199,8 @@ MUTATIONS = [
         "aio/_process.py",
         "                    async with timeout_on(self.clock, term_timeout):\n",
         "                    async with timeout_on(None, term_timeout):\n",
-        ("tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",),
+        (
+            "tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",
+        ),
     ),
 ]

@@ -286,4 +286,83 @@ MUTATIONS = [
             "tests/driver/test_v2_host.py::test_a_question_withdrawn_before_the_policy_ran_is_answered_by_the_versions_rule",
         ),
     ),
+    Mutation(
+        "v2-agent-params-by-v2s-schema",
+        "v2 agent: a client's params are judged by v2's schema (session/new needs only cwd), not v1's",
+        "agent/_params.py",
+        "    required = profile.requirements.methods.get(method)\n",
+        '    required = __import__("acp_driver.core", fromlist=["V1"]).V1.requirements.methods.get(method)\n',
+        (
+            "tests/agent/test_v2_runtime.py::test_a_v2_session_needs_only_a_cwd",
+            "tests/agent/test_v2_runtime.py::test_v2_params_are_checked_against_v2s_schema",
+        ),
+    ),
+    Mutation(
+        "agent-prompt-block-members",
+        "agent: a prompt content block without the members its type requires (a number as text) is -32602, never a crash",
+        "agent/_params.py",
+        '                problem = _members_problem(f"{method}: prompt[{i}] ({kind})", block, members)\n',
+        "                problem = None\n",
+        (
+            "tests/agent/test_v2_runtime.py::test_v2_params_are_checked_against_v2s_schema",
+            "tests/agent/test_runtime.py::test_params_without_the_required_shape_are_invalid_params",
+            "tests/agent/test_params_property.py::test_any_prompt_blocks_get_an_answer_never_an_internal_error",
+        ),
+    ),
+    Mutation(
+        "v2-agent-withdrawn-released-prompt-releases-the-next",
+        "v2 agent: a held prompt withdrawn in the iteration that released it releases the next held one (never strands it)",
+        "agent/_spans.py",
+        "                    session.held.remove(entry)\n"
+        "                # Also when its gate was opened already (the cancel was read in the iteration that\n"
+        "                # released it): it was next, so the one after it is now.\n"
+        "                self._release_next(session)\n",
+        "                    session.held.remove(entry)\n                    self._release_next(session)\n",
+        (
+            "tests/agent/test_v2_in_process.py::test_a_withdrawal_read_as_its_prompt_is_released_does_not_strand_the_next",
+        ),
+    ),
+    Mutation(
+        "v2-agent-swallowed-cancel-idle-at-cancel-timeout",
+        "v2 agent: a handler that swallows its cancel still gets the idle cancelled at cancel_timeout (on the runtime's clock)",
+        "agent/_spans.py",
+        "            if not task.done() and not await wait_on(runtime.clock, (task,), runtime.cancel_timeout):\n",
+        "            if not task.done() and not await wait_on(runtime.clock, (task,), runtime.cancel_timeout * 50):\n",
+        (
+            "tests/agent/test_v2_in_process.py::test_a_swallowed_cancel_still_ends_the_span_cancelled_at_cancel_timeout",
+        ),
+    ),
+    Mutation(
+        "v2-agent-running-again-after-permission",
+        "v2 agent: running is reported again once a permission question is answered",
+        "agent/_turn.py",
+        '                    await spans.set_state(self.session, "running")\n',
+        "                    pass\n",
+        ("tests/agent/test_v2_runtime.py::test_running_is_reported_again_once_a_permission_is_answered",),
+    ),
+    Mutation(
+        "v2-agent-nothing-after-close-session-updates",
+        "v2 agent (CloseSessionRequest): nothing of a session is sent after session/close's answer (its session updates)",
+        "agent/_turn.py",
+        '        if self.closed:\n            raise TurnEndedError(f"session {self.id} is closed; update not sent")\n',
+        "",
+        ("tests/agent/test_v2_in_process.py::test_nothing_of_a_session_is_sent_after_its_close_is_answered",),
+    ),
+    Mutation(
+        "v2-agent-close-marks-the-session-closed",
+        "v2 agent (CloseSessionRequest): session/close marks the session closed before its answer (nothing of it after)",
+        "agent/_spans.py",
+        "        session.closed = True\n",
+        "        pass\n",
+        ("tests/agent/test_v2_in_process.py::test_nothing_of_a_session_is_sent_after_its_close_is_answered",),
+    ),
+    Mutation(
+        "v2-agent-idle-to-a-closed-connection",
+        "v2 agent: a span ending after its client left ends quietly (no task error left behind)",
+        "agent/_spans.py",
+        "        except ConnectionClosedError:  # the client is gone: no one to tell (and no task error left)\n"
+        '            logger.debug("connection closed before the idle of %s", session.id)\n',
+        "",
+        ("tests/agent/test_v2_in_process.py::test_a_span_ending_after_its_client_left_leaves_no_task_error",),
+    ),
 ]

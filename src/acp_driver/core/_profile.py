@@ -11,7 +11,8 @@ version asks the profile instead:
   ``cancelled`` (v1 the prompt's answer, or ``-32800`` on it; v2 the idle's);
 - **which methods and update kinds exist** (``agent_methods``, ``client_methods``,
   ``turn_updates``, ``session_updates``, ``stop_reasons``);
-- **what each rung of the cancel ladder does on the wire** (``rung_actions``).
+- **what each rung of the cancel ladder does on the wire** (``rung_actions``);
+- **what a client's params must hold** (``requirements``, from the version's schema).
 
 Pure data: no I/O, no clock.
 """
@@ -25,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .. import protocol as p
+from ._requirements import V1_REQUIREMENTS, V2_REQUIREMENTS, Requirements
 from ._rungs import Action, Rung
 from ._shapes import V1_SHAPES, V2_SHAPES, Shapes
 
@@ -85,6 +87,8 @@ class ProtocolProfile:
     withdrawn_question_cancelled: bool
     """A permission request the agent withdraws is answered with the ``cancelled`` outcome (v2's
     schema); v1: ``-32800``."""
+    requirements: Requirements
+    """The members the params of each method (and each prompt content block) must have."""
 
     def answer_stop_reason(self, answer: Any) -> str | None:
         """The stop reason a ``session/prompt`` answer ends the turn with (None: not a valid
@@ -179,6 +183,7 @@ V1 = ProtocolProfile(
     modes_are_options=False,
     typed_option_values=False,
     withdrawn_question_cancelled=False,
+    requirements=V1_REQUIREMENTS,
 )
 
 V2 = ProtocolProfile(
@@ -239,6 +244,7 @@ V2 = ProtocolProfile(
     modes_are_options=True,
     typed_option_values=True,
     withdrawn_question_cancelled=True,
+    requirements=V2_REQUIREMENTS,
 )
 
 PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1, 2: V2})
