@@ -52,7 +52,9 @@ def _agent_argv(command: str | None, parser: argparse.ArgumentParser | None = No
     """The agent's argv from ``--agent`` (None: the bundled reference agent); a command that is
     empty or that a shell could not split is a usage error (exit 2)."""
     if command is None:
-        return [sys.executable, "-m", "acp_driver", "agent"]
+        from ..driver import reference_agent_argv
+
+        return reference_agent_argv()
     try:
         argv = shlex.split(command)
     except ValueError as exc:  # an unclosed quote, a trailing backslash

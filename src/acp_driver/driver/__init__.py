@@ -19,6 +19,7 @@ from ._permissions import (
 )
 from ._process_peer import ProcessPeer
 from ._prompt_turn import PromptTurn
+from ._reference import reference_agent_argv
 from ._results import CancelOutcome, ToolCallState, TurnResult
 from ._services import ClientServices, FileSystemService, TerminalService
 from ._session import Scope, SessionHandle
@@ -86,4 +87,5 @@ __all__ = [
     "deny_all",
     "launch",
     "make_update",
+    "reference_agent_argv",
 ]

@@ -45,7 +45,7 @@ from ..core import (
     Violation,
 )
 from ..trace import TraceSink, TraceTarget, follow_connection, open_trace, wire_tracer
-from ._errors import AgentExitedError, AgentStartError
+from ._errors import AgentExitedError, AgentStartError, start_failure
 from ._peer import HostControl, Peer
 from ._process_peer import ProcessPeer
 from ._results import CancelOutcome, worst
@@ -180,10 +180,8 @@ class AgentHandle:
         except OSError as exc:
             if sink is not None and owned:
                 sink.close()
-            what = exc.strerror or str(exc)
-            if exc.filename is not None and str(exc.filename) != argv[0]:
-                what += f": {exc.filename}"  # e.g. the cwd does not exist
-            raise AgentStartError(f"cannot start agent {argv[0]!r}: {what}") from exc
+            search = (env if env is not None else os.environ).get("PATH", os.defpath)
+            raise start_failure(argv[0], exc, search) from exc
         agent = cls(
             connection,
             ProcessPeer(child),
