@@ -5,6 +5,7 @@ the ladder always resolves.
 ``SessionHandle`` (kept as aliases: they named local processes, while "remote" means a network).
 """
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ..core import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
 from ._agent import AgentHandle, launch
 from ._errors import AgentDisconnectedError, AgentExitedError, AgentStartError

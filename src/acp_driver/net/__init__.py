@@ -9,6 +9,7 @@ beyond the standard library. Names load lazily (``acp_driver._lazy``).
 
 from typing import TYPE_CHECKING
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from .._lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(

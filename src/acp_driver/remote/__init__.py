@@ -6,6 +6,7 @@ the stdio path.
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ._defaults import (
     DEFAULT_CANCEL_BUDGET,
     DEFAULT_IDLE_TIMEOUT,
