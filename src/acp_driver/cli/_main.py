@@ -15,7 +15,7 @@ from typing import NoReturn
 
 from .. import __version__
 from ._codes import EXIT_ERROR, EXIT_USAGE
-from ._options import add_common, as_text, seconds, setup_logging, writable_trace
+from ._options import HelpFormatter, add_common, as_text, seconds, setup_logging, writable_trace
 from ._remote_options import (
     RemoteExtraMissing,
     agent_url,
@@ -29,7 +29,7 @@ MAIN_EPILOG = """\
 examples:
   acp-driver run "hello"                          one turn with the bundled reference agent
   acp-driver run "/stream 20 100"                 watch chunks stream; Ctrl-C cancels the turn
-  acp-driver run --agent "npx @zed-industries/claude-code-acp" "explain main.py"
+  acp-driver run --agent "npx @agentclientprotocol/claude-agent-acp" "explain main.py"
   acp-driver run --json --turn-timeout 5 "/sleep 60000"   JSON events; cancelled after 5 s
   acp-driver chat                                 a multi-turn conversation
   acp-driver check -- my-agent --acp              audit an agent's cancellation
@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-driver",
         description="Drive Agent Client Protocol agents, where cancellation always lands.",
         epilog=MAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"acp-driver {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one prompt turn against an agent and render it live. First Ctrl-C cancels the "
         "turn (the cancel ladder starts); a second Ctrl-C kills the agent.",
         epilog=MAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     run.add_argument("prompt", nargs="?", help="the prompt (default: read stdin when it is not a TTY)")
     _add_session_options(run)
@@ -211,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a multi-turn conversation",
         description="A multi-turn conversation. Ctrl-C cancels the running turn (twice: kills the "
         "agent); Ctrl-D ends the chat.",
+        formatter_class=HelpFormatter,
     )
     _add_session_options(chat)
     add_common(chat)
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example:\n  acp-driver check --busy-prompt 'write a long essay' -- npx my-agent --acp\n"
         "  acp-driver check   (no command: audits the bundled reference agent)\n\n"
         "Sessions run in a throw-away directory unless --cwd is given.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     check.add_argument("--json", action="store_true", help="results as JSON")
     check.add_argument(

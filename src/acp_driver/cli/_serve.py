@@ -18,8 +18,9 @@ from typing import Any
 SERVE_EPILOG = """\
 examples:
   acp-driver serve                               the reference agent on ws://127.0.0.1:8765/acp
-  acp-driver serve --port 9000 -- npx @zed-industries/claude-code-acp
-  acp-driver serve --host 0.0.0.0 --token-file ~/.acp-token --certfile cert.pem --keyfile key.pem -- my-agent
+  acp-driver serve --port 9000 -- npx @agentclientprotocol/claude-agent-acp
+  acp-driver serve --host 0.0.0.0 --token-file ~/.acp-token \\
+      --certfile cert.pem --keyfile key.pem -- my-agent
 
 Clients connect to ws://HOST:PORT/acp (WebSocket) or http://HOST:PORT/acp (Streamable HTTP; HTTP/1.1
 or HTTP/2, TLS with --certfile/--keyfile). With a token they send 'Authorization: Bearer TOKEN'.
@@ -41,7 +42,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         DEFAULT_MAX_MESSAGE_BYTES,
         DEFAULT_PORT,
     )
-    from ._options import add_common, seconds
+    from ._options import HelpFormatter, add_common, seconds
 
     serve = argparse.ArgumentParser(
         prog="acp-driver serve",
@@ -49,7 +50,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         "(the ACP remote transport). Each connection gets its own agent process; when a connection "
         "ends, its turns are cancelled through the ladder and the agent is reaped.",
         epilog=SERVE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument(
