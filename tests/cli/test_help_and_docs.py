@@ -77,3 +77,14 @@ def test_the_agent_guide_says_which_versions_the_runtime_speaks() -> None:
     assert "speak version 1)" not in text
     assert Agent.protocol_versions == (1, 2)
     assert "the runtime speaks versions 1 and 2" in text
+
+
+def test_no_doc_tells_to_install_from_an_index() -> None:
+    """The package is on no package index: ``pip install 'acp-driver[remote]'`` cannot work."""
+    texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    # (The CLI's hint names the index form in its docstring, as what would fail.)
+    hint = ROOT / "src" / "acp_driver" / "cli" / "_remote_options.py"
+    texts += [p for p in sorted((ROOT / "src" / "acp_driver").rglob("*.py")) if p != hint]
+    wrong = re.compile(r"pip install\s+'?acp-driver\[")
+    found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in texts for m in wrong.finditer(p.read_text())]
+    assert found == []

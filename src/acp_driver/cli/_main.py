@@ -17,6 +17,7 @@ from .. import __version__
 from ._codes import EXIT_ERROR, EXIT_USAGE
 from ._options import HelpFormatter, add_common, as_text, seconds, setup_logging, writable_trace
 from ._remote_options import (
+    AGENT_TOKEN_ENV,
     RemoteExtraMissing,
     agent_url,
     check_url,
@@ -43,7 +44,8 @@ exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ct
   7 a remote agent's connection was lost mid-turn.
 
 remote agents: --agent ws://HOST:PORT/acp (WebSocket) or http(s)://HOST:PORT/acp (Streamable HTTP);
-  --header 'Authorization: Bearer TOKEN' (repeatable) is sent on every request;
+  --token-file FILE (or $ACP_DRIVER_AGENT_TOKEN) sends 'Authorization: Bearer TOKEN', the token
+  kept off the command line; --header 'NAME: VALUE' (repeatable) is sent on every request;
   --cacert FILE trusts a private CA (or a self-signed server) for wss:// and https://.
 """
 
@@ -126,6 +128,13 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="an HTTP header for a remote agent, sent on every request and on the WebSocket handshake "
         "(e.g. 'Authorization: Bearer TOKEN'); repeatable",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help="send 'Authorization: Bearer TOKEN' to a remote agent, TOKEN being the file's first line "
+        f"(off the command line, where every local user can read it; or set ${AGENT_TOKEN_ENV})",
     )
     parser.add_argument(
         "--cacert",
@@ -384,7 +393,7 @@ def _run_or_chat(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> i
         parser.error(f"--cwd {opts.cwd!r} is not a directory")
     opts.agent_url = agent_url(opts.agent)
     check_url(parser, opts.agent_url, "--agent")
-    opts.headers = parse_headers(parser, opts.header, opts.agent_url)
+    opts.headers = parse_headers(parser, opts.header, opts.agent_url, opts.token_file)
     opts.ssl_context = parse_cacert(parser, opts.cacert, opts.agent_url)
     agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
     for name in ("auth", "mode"):
@@ -426,7 +435,7 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
     url = agent_url(command[0]) if len(command) == 1 else None
     check_url(parser, url, "check --")
     opts.agent_url = url
-    opts.headers = parse_headers(parser, opts.header, url)
+    opts.headers = parse_headers(parser, opts.header, url, opts.token_file)
     opts.ssl_context = parse_cacert(parser, opts.cacert, url)
     if url is not None:
         require_remote_extra("a remote agent (check -- URL)")

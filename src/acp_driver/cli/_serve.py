@@ -204,21 +204,9 @@ def read_token(opts: argparse.Namespace) -> str | None:
     if len(given) > 1:
         raise ValueError(f"give the token once: {' and '.join(given)} are both set")
     if opts.token_file is not None:
-        try:
-            with open(opts.token_file, encoding="utf-8") as file:
-                mode = os.fstat(file.fileno()).st_mode
-                first = file.readline()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read the token file: {exc}") from None
-        token = first.strip()
-        if not token:
-            raise ValueError(f"the token file {opts.token_file!r} has no token on its first line")
-        if mode & 0o077:
-            sys.stderr.write(
-                f"acp-driver serve: warning: the token file {opts.token_file!r} is readable by others "
-                f"(mode {mode & 0o777:o}); chmod 600 it\n"
-            )
-        return token
+        from ._remote_options import read_token_file
+
+        return read_token_file(opts.token_file, "acp-driver serve")
     if from_env is not None:
         return from_env.strip()
     if opts.token is not None:

@@ -14,6 +14,7 @@ from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, RpcError
 from ..driver import AgentExitedError, AgentHandle, AgentStartError, ClientServices, SessionHandle, connect
 from . import _codes as codes
 from ._controller import Controller, signal_name
+from ._remote_options import credentials_hint
 from ._render import Output
 
 
@@ -121,7 +122,7 @@ async def start_session(
                 protocol=protocol_option(opts),
             )
     except AgentStartError as exc:
-        output.error(f"agent failed to start: {exc}")
+        output.error(f"agent failed to start: {exc}{credentials_hint(exc) if url is not None else ''}")
         raise StartFailed(codes.EXIT_ERROR) from None
     except (ValueError, OSError) as exc:  # a URL or a connection a transport refused its own way
         output.error(f"cannot connect to {url}: {exc}")

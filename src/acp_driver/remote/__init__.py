@@ -1,6 +1,6 @@
 """ACP over the network: the RFD's Streamable HTTP and WebSocket transports, both roles.
 
-Needs the ``remote`` extra (``pip install 'acp-driver[remote]'``); nothing here is imported by
+Needs the ``remote`` extra (``pip install -e '.[remote]'`` in the project's checkout); nothing here is imported by
 the stdio path.
 """
 
