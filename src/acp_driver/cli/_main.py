@@ -50,6 +50,13 @@ remote agents: --agent ws://HOST:PORT/acp (WebSocket) or http(s)://HOST:PORT/acp
 """
 
 
+CHAT_EPILOG = """\
+/help lists the chat's own commands (answered here, never sent to the agent) and the agent's
+advertised commands; a line starting with // is sent with one / less (//help sends /help to the
+agent); any other line is sent as a prompt.
+"""
+
+
 def _agent_argv(command: str | None, parser: argparse.ArgumentParser | None = None) -> list[str]:
     """The agent's argv from ``--agent`` (None: the bundled reference agent); a command that is
     empty or that a shell could not split is a usage error (exit 2)."""
@@ -94,6 +101,13 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
     _add_header(parser)
     parser.add_argument(
         "--cwd", metavar="DIR", default=None, help="the session's working directory (default: .)"
+    )
+    parser.add_argument(
+        "--session",
+        metavar="ID",
+        default=None,
+        help="continue this session (its id is printed when a session starts) instead of opening a "
+        "new one: session/resume, or session/load, whichever the agent advertises",
     )
     parser.add_argument(
         "--cancel-budget",
@@ -169,6 +183,16 @@ def _add_trace(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_turn_timeout(parser: argparse.ArgumentParser, what: str = "the turn") -> None:
+    parser.add_argument(
+        "--turn-timeout",
+        metavar="SEC",
+        type=seconds,
+        default=None,
+        help=f"cancel {what} after SEC (the time you take to answer a permission question does not count)",
+    )
+
+
 def _add_auth(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--auth",
@@ -209,9 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("prompt", nargs="?", help="the prompt (default: read stdin when it is not a TTY)")
     _add_session_options(run)
-    run.add_argument(
-        "--turn-timeout", metavar="SEC", type=seconds, default=None, help="cancel the turn after SEC"
-    )
+    _add_turn_timeout(run)
     run.add_argument("--json", action="store_true", help="one JSON object per line for every event")
     add_common(run)
 
@@ -220,9 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a multi-turn conversation",
         description="A multi-turn conversation. Ctrl-C cancels the running turn (twice: kills the "
         "agent); Ctrl-D ends the chat.",
+        epilog=CHAT_EPILOG,
         formatter_class=HelpFormatter,
     )
     _add_session_options(chat)
+    _add_turn_timeout(chat, "each turn")
     add_common(chat)
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
@@ -396,9 +420,11 @@ def _run_or_chat(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> i
     opts.headers = parse_headers(parser, opts.header, opts.agent_url, opts.token_file)
     opts.ssl_context = parse_cacert(parser, opts.cacert, opts.agent_url)
     agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
-    for name in ("auth", "mode"):
+    for name in ("auth", "mode", "session"):
         if getattr(opts, name) is not None:
             setattr(opts, name, as_text(getattr(opts, name)))
+    if opts.session is not None and not opts.session.strip():
+        parser.error("--session is empty (leave it out to open a new session)")
     if opts.agent_url is not None:
         require_remote_extra("a remote agent (--agent URL)")
     from ._run import chat_command, run_command
