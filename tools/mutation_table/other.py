@@ -150,4 +150,12 @@ MUTATIONS = [
         "",
         ("tests/test_benchmarks_smoke.py::test_a_v2_stream_must_end_in_an_idle_end_turn",),
     ),
+    Mutation(
+        "package-logger-null-handler",
+        "the package logger has a NullHandler: a library never prints through logging's last resort",
+        "_log.py",
+        "    PACKAGE_LOGGER.addHandler(logging.NullHandler())\n",
+        "    pass\n",
+        ("tests/test_logging_quiet.py::test_a_warning_prints_nothing_without_logging_configured",),
+    ),
 ]
