@@ -4,6 +4,7 @@ each with its HTTP status or WebSocket close code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -576,3 +577,35 @@ async def test_a_refused_request_says_its_connection_closes(tmp_path: Any) -> No
                 assert await reader.read() == b""  # and the server closes it
         finally:
             writer.close()
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_check_refused_with_401_names_the_token_options(tmp_path: Path, scheme: str) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("right-t0ken\n")
+    token_file.chmod(0o600)
+    async with ServeProcess.start("--token-file", str(token_file)) as serve:
+        url = ws_url(serve.url) if scheme == "ws" else serve.url
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "check", "--timeout", "2", "--", url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(process.communicate(), 120)
+        assert process.returncode == 1, err.decode()
+        line = err.decode().strip()
+        assert "HTTP 401" in line
+        assert line.endswith(
+            "; the server wants a bearer token: give it with --token-file FILE (the token on its first "
+            "line), $ACP_DRIVER_AGENT_TOKEN, or --header 'Authorization: Bearer TOKEN'"
+        )
+        # and given from a file, the audit starts (its first check opens a session)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "check", "--timeout", "2", "--json", "--token-file",
+            str(token_file), "--", url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 300)
+        assert process.returncode == 0, err.decode()
+        assert json.loads(out)["verdict"] == "passed"

@@ -35,6 +35,7 @@ from .. import protocol as p
 from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, exit_description
 from ..core import ConnectionClosedError, RequestId, RpcError, parse_json
 from ..trace import follow_connection, wire_tracer
+from ._remote_options import credentials_hint
 from ._text import excerpt
 
 TURN_ACTIVITY = frozenset(
@@ -340,7 +341,7 @@ class Probe:
             await self.start()
         except (OSError, TimeoutError, ValueError) as exc:
             if self.url is not None:
-                raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
+                raise SetupError(f"cannot connect to {self.url}: {exc}{credentials_hint(exc, '; ')}") from exc
             what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
         await self._initialize()
@@ -360,7 +361,7 @@ class Probe:
             supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
             spoken = sorted(v for v in supported if v in (1, 2)) if isinstance(supported, list) else []
             if not (wanted == "auto" and exc.code == p.UNSUPPORTED_PROTOCOL_VERSION and spoken):
-                raise SetupError(f"initialize: {exc}") from exc
+                raise SetupError(f"initialize: {exc}{credentials_hint(exc, '; ')}") from exc
             result = await self._step(
                 "initialize", p.INITIALIZE, self._initialize_params(spoken[-1], only=True)
             )

@@ -154,16 +154,18 @@ def read_token_file(path: str, who: str) -> str:
     return token
 
 
-def credentials_hint(error: BaseException) -> str:
+def credentials_hint(error: BaseException, separator: str = "\n") -> str:
     """For a start that failed because the server refused the credentials (HTTP 401 or 403):
-    how to give a token; else nothing."""
+    how to give a token, after ``separator``; else nothing."""
     from ..net import refused_status
 
     status = refused_status(error)
     if status == 401:
-        return f"\nthe server wants a bearer token: give it with {TOKEN_OPTIONS}"
+        return f"{separator}the server wants a bearer token: give it with {TOKEN_OPTIONS}"
     if status == 403:
-        return f"\nthe server refused this client (HTTP 403): check the token given ({TOKEN_OPTIONS})"
+        return (
+            f"{separator}the server refused this client (HTTP 403): check the token given ({TOKEN_OPTIONS})"
+        )
     return ""
 
 
