@@ -248,3 +248,21 @@ def test_the_result_line_says_the_time_spent_answering_apart() -> None:
         text,
     )
     assert found, text
+
+
+# ---------------------------------------------------------------------- a command not on PATH
+
+
+@pytest.mark.parametrize("command", ["run", "check"])
+def test_an_agent_command_not_on_path_is_said_so(command: str) -> None:
+    args = (
+        ["run", "--agent", "acp-no-such-agent", "hi"]
+        if command == "run"
+        else ["check", "--", "acp-no-such-agent"]
+    )
+    done = run(*args)
+    assert done.returncode == 1, done.stderr
+    assert (
+        "no 'acp-no-such-agent' on PATH; give the command's full path, or put its directory on PATH"
+        in done.stderr
+    )

@@ -34,6 +34,7 @@ from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, exit_description
 from ..core import ConnectionClosedError, RequestId, RpcError, parse_json
+from ..driver import AgentStartError
 from ..trace import follow_connection, wire_tracer
 from ._remote_options import credentials_hint
 from ._text import excerpt
@@ -342,7 +343,9 @@ class Probe:
         except (OSError, TimeoutError, ValueError) as exc:
             if self.url is not None:
                 raise SetupError(f"cannot connect to {self.url}: {exc}{credentials_hint(exc, '; ')}") from exc
-            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            what: object = exc
+            if isinstance(exc, OSError):
+                what = AgentStartError.spawn_reason(self.argv[0], exc, os.environ.get("PATH", os.defpath))
             raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
         await self._initialize()
         self.initialized = True

@@ -45,7 +45,7 @@ from ..core import (
     Violation,
 )
 from ..trace import TraceSink, TraceTarget, follow_connection, open_trace, wire_tracer
-from ._errors import AgentExitedError, AgentStartError, start_failure
+from ._errors import AgentExitedError, AgentStartError
 from ._peer import HostControl, Peer
 from ._process_peer import ProcessPeer
 from ._results import CancelOutcome, worst
@@ -181,7 +181,8 @@ class AgentHandle:
             if sink is not None and owned:
                 sink.close()
             search = (env if env is not None else os.environ).get("PATH", os.defpath)
-            raise start_failure(argv[0], exc, search) from exc
+            why = AgentStartError.spawn_reason(argv[0], exc, search)
+            raise AgentStartError(f"cannot start agent {argv[0]!r}: {why}") from exc
         agent = cls(
             connection,
             ProcessPeer(child),
