@@ -134,6 +134,15 @@ def test_chat_help_is_answered_here_and_never_sent(tmp_path: Path) -> None:
     assert prompts == ["/help"]  # only the escaped one, with one slash less
 
 
+def test_chat_continues_a_session_too(tmp_path: Path) -> None:
+    trace = tmp_path / "t.ndjson"
+    done = chat("--session", "sess_from_yesterday", "--trace", str(trace), lines="hello\n")
+    assert done.returncode == 0, done.stderr
+    assert session_line(done.stderr) == "sess_from_yesterday"
+    assert [m["params"]["sessionId"] for m in wire(trace, "out", "session/resume")] == ["sess_from_yesterday"]
+    assert [m["params"]["sessionId"] for m in wire(trace, "out", "session/prompt")] == ["sess_from_yesterday"]
+
+
 def test_chat_turn_timeout_cancels_one_turn_and_the_chat_goes_on(tmp_path: Path) -> None:
     done = chat("--turn-timeout", "0.5", lines="/sleep 60000\nhello\n")
     assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
@@ -298,9 +299,8 @@ class ConsoleOutput(Output):
         )
 
     def session_started(self, session: Any) -> None:
-        self._info(
-            _text((f"session: {shown(session.id)} (continue it with --session {shown(session.id)})", "dim"))
-        )
+        sid = shown(session.id)
+        self._info(_text((f"session: {sid} (continue it with --session {shlex.quote(sid)})", "dim")))
 
     def update(self, update: Update) -> None:
         self._hide_spinner()
@@ -357,8 +357,9 @@ class ConsoleOutput(Output):
 
     def _plan(self, raw_entries: Any) -> None:
         """The plan, replaced whole by each update. On a terminal it is redrawn in place while
-        nothing was shown after it; otherwise (and off a terminal) the first plan is shown
-        whole, each later one as the entries that changed, one line each."""
+        nothing was shown after it (else drawn again below). Off a terminal the first plan is
+        shown whole, a later one with as many entries as the entries that changed, one line
+        each (``plan: [x] Run the tests``), one with other entries whole again."""
         entries = [
             f"{PLAN_MARK.get(str(e.get('status')), '[?]')} {shown(e.get('content', ''))}"
             for e in (raw_entries if isinstance(raw_entries, list) else [])
