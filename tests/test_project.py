@@ -93,6 +93,25 @@ def test_readme_main_job_works_in_a_fresh_environment(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "chunk 5/5" in result.stdout
     assert "turn completed" in result.stderr
+    # Without the remote extra, a remote agent is refused with the command that installs it for
+    # this copy (an editable checkout: the package is on no index), and that command works.
+    refused = subprocess.run(
+        [str(copy / ".venv" / "bin" / "acp-driver"), "run", "--agent", "ws://127.0.0.1:9/acp", "hi"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert refused.returncode == 1, refused.stderr
+    hint = refused.stderr.strip().rpartition("needs the remote extra (")[2].partition("): ")[2]
+    assert hint.endswith(f"-m pip install -e '{copy}[remote]'"), refused.stderr
+    installed = subprocess.run(
+        hint, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    imports = [str(copy / ".venv" / "bin" / "python"), "-c", "import hypercorn, httpx, websockets, h2"]
+    assert subprocess.run(imports, capture_output=True, timeout=120, env=env).returncode == 0
 
 
 PATH_IN_TEXT = re.compile(

@@ -203,4 +203,12 @@ MUTATIONS = [
             "tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",
         ),
     ),
+    Mutation(
+        "package-logger-null-handler",
+        "the package logger has a NullHandler: a library never prints through logging's last resort",
+        "_log.py",
+        "    PACKAGE_LOGGER.addHandler(logging.NullHandler())\n",
+        "    pass\n",
+        ("tests/test_logging_quiet.py::test_a_warning_prints_nothing_without_logging_configured",),
+    ),
 ]

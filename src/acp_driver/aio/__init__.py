@@ -5,6 +5,7 @@ Names load lazily (``acp_driver._lazy``): an agent does not import the process s
 
 from typing import TYPE_CHECKING
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from .._lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(

@@ -46,7 +46,9 @@ from ..core import (
     read_answer,
     retry_version,
 )
+from ..driver import AgentStartError
 from ..trace import follow_connection, wire_tracer
+from ._remote_options import credentials_hint
 from ._text import excerpt
 
 TURN_ACTIVITY = frozenset(
@@ -354,8 +356,10 @@ class Probe:
             await self.start()
         except (OSError, TimeoutError, ValueError) as exc:
             if self.url is not None:
-                raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
-            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise SetupError(f"cannot connect to {self.url}: {exc}{credentials_hint(exc, '; ')}") from exc
+            what: object = exc
+            if isinstance(exc, OSError):
+                what = AgentStartError.spawn_reason(self.argv[0], exc, os.environ.get("PATH", os.defpath))
             raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
         await self._initialize()
         self.initialized = True
@@ -379,7 +383,7 @@ class Probe:
             except NegotiationError as why:
                 raise SetupError(f"initialize: {why}") from exc
             if again is None:
-                raise SetupError(f"initialize: {exc}") from exc
+                raise SetupError(f"initialize: {exc}{credentials_hint(exc, '; ')}") from exc
             result = await self._step("initialize", p.INITIALIZE, self._initialize_params(again, both=False))
         except (TimeoutError, AgentGone) as exc:
             raise SetupError(f"initialize: {exc or type(exc).__name__}") from exc

@@ -5,6 +5,7 @@ the ladder always resolves.
 ``SessionHandle`` (kept as aliases: they named local processes, while "remote" means a network).
 """
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ..core import DEFAULT_BUDGET, CancelLadder, LadderPolicy, Resolution, Rung
 from ._agent import AgentHandle, launch
 from ._errors import AgentDisconnectedError, AgentExitedError, AgentStartError
@@ -19,6 +20,7 @@ from ._permissions import (
 )
 from ._process_peer import ProcessPeer
 from ._prompt_turn import PromptTurn
+from ._reference import reference_agent_argv
 from ._results import CancelOutcome, ToolCallState, TurnResult
 from ._services import ClientServices, FileSystemService, TerminalService
 from ._session import Scope, SessionHandle
@@ -86,4 +88,5 @@ __all__ = [
     "deny_all",
     "launch",
     "make_update",
+    "reference_agent_argv",
 ]

@@ -9,6 +9,7 @@ beyond the standard library. Names load lazily (``acp_driver._lazy``).
 
 from typing import TYPE_CHECKING
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from .._lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
@@ -33,6 +34,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "SseDecoder",
             "encode_sse",
             "id_key",
+            "refused_status",
             "session_id_of",
         ),
     },
@@ -60,4 +62,5 @@ if TYPE_CHECKING:
     from ._protocol import SseDecoder as SseDecoder
     from ._protocol import encode_sse as encode_sse
     from ._protocol import id_key as id_key
+    from ._protocol import refused_status as refused_status
     from ._protocol import session_id_of as session_id_of

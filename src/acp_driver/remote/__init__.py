@@ -1,11 +1,12 @@
 """ACP over the network: the RFD's Streamable HTTP and WebSocket transports, both roles.
 
-Needs the ``remote`` extra (``pip install 'acp-driver[remote]'``); nothing here is imported by
+Needs the ``remote`` extra (``pip install -e '.[remote]'`` in the project's checkout); nothing here is imported by
 the stdio path.
 """
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ._defaults import (
     DEFAULT_CANCEL_BUDGET,
     DEFAULT_IDLE_TIMEOUT,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ._errors import ServiceError
 from ._fs import DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, LocalFileSystem
 from ._roots import SPECIAL_TREES, SessionLike

@@ -10,6 +10,7 @@ asyncio; names are exported lazily, so the OpenTelemetry bridge loads only when 
 
 from typing import TYPE_CHECKING
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from .._lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(
