@@ -68,6 +68,19 @@ class CheckResult:
     elapsed: float = 0.0
     trace_event: int | None = None
     """With ``--trace``: the id of this verdict's event in the trace (its moments are linked there)."""
+    proves: str | None = None
+    """What this result proved about the agent, for the rules that depend on it (``WEDGED``,
+    ``UNCANCELLABLE``): those are decided at once, skipped, naming this rule."""
+
+
+WEDGED = "wedged"
+"""A prompt drew no turn activity and no end within ``--timeout``, nor in ``--timeout`` after
+``session/cancel``: the agent does not work on prompts at all. Every rule that needs a turn to
+make progress is decided at once."""
+
+UNCANCELLABLE = "uncancellable"
+"""The work went on (or stood still) for ``--timeout`` after ``session/cancel`` without ending:
+the rules that need a cancel to end the work are decided at once."""
 
 
 def _refused_note(reply: dict[str, Any] | None, method: str) -> str:
@@ -92,10 +105,10 @@ async def check_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckResu
     said = _refused_note(refused, p.SESSION_CANCEL)
     if kind in ("timeout", "gone"):
         what = f"no answer within {opts.timeout:g} s" if kind == "timeout" else str(value)
-        return [
-            CheckResult(CANCEL_RULE, MUST, FAIL, f"{what} ({when}){said}", elapsed),
-            CheckResult(AFTER_RULE, MUST, SKIP, "the prompt was never answered"),
-        ]
+        failed = CheckResult(CANCEL_RULE, MUST, FAIL, f"{what} ({when}){said}", elapsed)
+        if kind == "timeout":
+            failed.proves = WEDGED if probe.first_activity(started) is None else UNCANCELLABLE
+        return [failed, CheckResult(AFTER_RULE, MUST, SKIP, "the prompt was never answered")]
     stop = stop_reason(kind, value)
     if kind == "error":
         assert isinstance(value, RpcError)
@@ -434,14 +447,18 @@ class Check:
     run: Callable[[argparse.Namespace, Probe], Awaitable[list[CheckResult]]]
     rules: tuple[tuple[str, str], ...]
     """(rule, level) of every result ``run`` returns: for a check that could not run."""
+    title: str = ""
+    """What the check does, for the progress line ("session/cancel mid-turn")."""
+    unless: str | None = None
+    """``WEDGED`` or ``UNCANCELLABLE``: the check is not run (its rules are skipped at once) when
+    the first check proved that about the agent."""
 
 
-CHECKS: list[Check] = [
-    Check(check_cancel, ((CANCEL_RULE, MUST), (AFTER_RULE, MUST))),
-    Check(check_cancel_request, ((CANCEL_REQUEST_RULE, MAY),)),
-    Check(check_notifications, ((NOTIFICATION_RULE, MUST), (UNKNOWN_METHOD_RULE, SHOULD))),
-    Check(check_idle_cancel, ((IDLE_RULE, MUST),)),
-    Check(check_permission, ((PERMISSION_RULE, MUST), (WITHDRAW_RULE, INFO))),
-    Check(check_malformed, ((MALFORMED_RULE, SHOULD),)),
-    Check(check_eof, ((EOF_RULE, SHOULD),)),
-]
+NOTIFICATIONS_CHECK = Check(
+    check_notifications,
+    ((NOTIFICATION_RULE, MUST), (UNKNOWN_METHOD_RULE, SHOULD)),
+    "notifications and an unknown method",
+)
+MALFORMED_CHECK = Check(check_malformed, ((MALFORMED_RULE, SHOULD),), "a malformed line")
+EOF_CHECK = Check(check_eof, ((EOF_RULE, SHOULD),), "stdin EOF")
+"""The checks that hold in both versions (the same code)."""

@@ -229,7 +229,20 @@ def build_parser() -> argparse.ArgumentParser:
         "Sessions run in a throw-away directory unless --cwd is given.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("--json", action="store_true", help="results as JSON")
+    check.add_argument("--json", action="store_true", help="results as JSON (each with its rule id)")
+    check.add_argument(
+        "--junit",
+        metavar="FILE",
+        default=None,
+        help="also write the results as JUnit XML to FILE (one test case per rule, for CI)",
+    )
+    check.add_argument(
+        "--jobs",
+        metavar="N",
+        type=int,
+        default=4,
+        help="how many checks run at once, each on its own agent (default: 4; 1: one after another)",
+    )
     check.add_argument(
         "--busy-prompt",
         metavar="TEXT",
@@ -411,6 +424,8 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
         parser.error("--busy-after must be a positive number of seconds")
     if opts.start_timeout is not None and not (math.isfinite(opts.start_timeout) and opts.start_timeout > 0):
         parser.error("--start-timeout must be a positive number of seconds")
+    if opts.jobs < 1:
+        parser.error("--jobs must be at least 1")
     session_cwd: str | None = None
     if opts.cwd is not None:
         here = "" if os.path.isabs(opts.cwd) else _current_directory(parser)
