@@ -41,6 +41,10 @@ CLOSE_AFTER_RULE = "nothing of the session after the session/close answer"
 CLOSE_UNKNOWN_RULE = "session/close of an unknown session succeeds ({} or -32002)"
 RESUME_RULE = "session/resume sends a state snapshot after its replay, before its answer"
 RESUME_RUNNING_RULE = "a resume snapshot while work runs says so (a snapshot is never a completion)"
+RESUMED_CANCEL_RULE = (
+    "session/cancel after session/resume of the live session ends its work with idle cancelled"
+)
+SECOND_STOP_RULE = "one idle per span: a cancelled work's late stop reason never ends the next prompt"
 MALFORMED_RULE = "a malformed line does not kill the agent"
 EOF_RULE = "exits after stdin EOF"
 V2_RULES = [
@@ -64,6 +68,8 @@ V2_RULES = [
     CLOSE_UNKNOWN_RULE,
     RESUME_RULE,
     RESUME_RUNNING_RULE,
+    RESUMED_CANCEL_RULE,
+    SECOND_STOP_RULE,
     MALFORMED_RULE,
     EOF_RULE,
 ]
@@ -169,7 +175,7 @@ def test_v2_setup_uses_v2_methods() -> None:
     assert "session/set_config_option mode='plan'" in doc["error"]
     asking = [*QUIRKY_V2, "--ask-mode", "ask"]
     code, doc = check("--protocol", "2", agent=asking)
-    assert by_rule(doc)[PERMISSION_RULE]["result"] == "skip"  # its default mode never asks
+    assert by_rule(doc)[PERMISSION_RULE]["result"] == "n/a"  # its default mode never asks
     code, doc = check("--protocol", "2", "--mode", "ask", agent=asking)
     assert by_rule(doc)[PERMISSION_RULE]["result"] == "pass", doc
     assert code == 0
@@ -289,6 +295,37 @@ MISBEHAVIOURS = [
         id="proceeds-close-first-idle-snapshot",
     ),
     pytest.param(
+        [*QUIRKY_V2, "--resume-loses-work"],
+        {
+            RESUMED_CANCEL_RULE: (
+                "fail",
+                "sent after session/resume of the live session (answered): the cancel",
+            ),
+            CANCEL_RULE: ("pass", "idle stopReason 'cancelled'"),
+        },
+        id="resume-loses-work",
+    ),
+    pytest.param(
+        [*QUIRKY_V2, "--late-stop-reason"],
+        {
+            SECOND_STOP_RULE: ("fail", "a second idle stopReason 'end_turn'"),
+            CANCEL_RULE: ("pass", "idle stopReason 'cancelled'"),
+        },
+        id="late-stop-reason",
+    ),
+    pytest.param(
+        [*QUIRKY_V2, "--work-after-cancel"],
+        {
+            AFTER_RULE: (
+                "fail",
+                "cancel not confirmed: the work went on after its idle 'cancelled': 1 update(s) of the work "
+                "after its idle: tool_call_update; 1 request(s) after it: fs/write_text_file",
+            ),
+            CANCEL_RULE: ("pass", "idle stopReason 'cancelled'"),
+        },
+        id="work-after-cancel",
+    ),
+    pytest.param(
         [*QUIRKY_V2, "--snapshot-after-answer"],
         {RESUME_RULE: ("fail", "no state_update between session/resume and its answer")},
         id="snapshot-after-answer",
@@ -328,8 +365,10 @@ MISBEHAVIOURS = [
         [*REFERENCE, "--behavior", "ignore-cancel"],
         {
             CANCEL_RULE: ("fail", "update(s) of it after the cancel"),
-            CANCEL_HELD_RULE: ("fail", "held prompt 2 never answered"),
-            LATER_PROMPT_RULE: ("skip", "the cancelled work never ended"),
+            # The work outlives the cancel: the rules that need it to end are decided at once.
+            CANCEL_HELD_RULE: ("skip", "decided at once: depends on cancel-stop-reason"),
+            LATER_PROMPT_RULE: ("skip", "decided at once: depends on cancel-stop-reason"),
+            RESUMED_CANCEL_RULE: ("skip", "decided at once: depends on cancel-stop-reason"),
         },
         id="reference-ignore-cancel",
     ),

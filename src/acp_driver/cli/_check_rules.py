@@ -51,6 +51,11 @@ WITHDRAW_RULE = "agent withdraws its pending permission request on cancel ($/can
 MALFORMED_RULE = "a malformed line does not kill the agent"
 EOF_RULE = "exits after stdin EOF"
 
+NEVER_ASKED = "not applicable: the agent never asked for permission"
+IF_IT_ASKS = "; if it has a permission flow, pass a --permission-prompt that makes it ask (or a --mode that asks, or --terminal)"
+"""A permission rule's evidence when the turn ended without a permission request: an agent
+without a permission flow is not failed, nor left inconclusive, by the rules about one."""
+
 BARRIER = "_acp_driver/audit_barrier"
 """The audit's request of a method nobody has (its answer: everything sent before it was read)."""
 
@@ -81,6 +86,28 @@ make progress is decided at once."""
 UNCANCELLABLE = "uncancellable"
 """The work went on (or stood still) for ``--timeout`` after ``session/cancel`` without ending:
 the rules that need a cancel to end the work are decided at once."""
+
+
+def requests_after(probe: Probe, request_id: Any, session_id: str) -> list[dict[str, Any]]:
+    """The agent's requests about ``session_id`` (a tool's file write, a terminal, a permission)
+    that came after the answer to ``request_id``, in wire order (none if it was not answered)."""
+    answered = next(
+        (i for i, (_at, m) in enumerate(probe.incoming) if "method" not in m and m.get("id") == request_id),
+        None,
+    )
+    return [] if answered is None else requests_since(probe, answered, session_id)
+
+
+def requests_since(probe: Probe, index: int, session_id: str) -> list[dict[str, Any]]:
+    """The agent's requests about ``session_id`` after the ``index``-th message it sent."""
+    return [
+        m
+        for _at, m in probe.incoming[index + 1 :]
+        if "id" in m
+        and isinstance(m.get("method"), str)
+        and isinstance(m.get("params"), dict)
+        and m["params"].get("sessionId") == session_id
+    ]
 
 
 def _refused_note(reply: dict[str, Any] | None, method: str) -> str:
@@ -122,11 +149,18 @@ async def check_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckResu
         first = CheckResult(CANCEL_RULE, MUST, verdict, evidence, elapsed)
     await asyncio.sleep(min(1.0, opts.timeout))  # watch for stragglers
     late = probe.updates_after_answer(ids[0], sid)
-    if late:
+    asked = requests_after(probe, ids[0], sid)
+    if late or asked:
         kinds = sorted({str(update_kind(m)) for m in late})
-        second = CheckResult(
-            AFTER_RULE, MUST, FAIL, f"{len(late)} update(s) after the response: {', '.join(kinds)}"
-        )
+        went_on: list[str] = [f"{len(late)} update(s) after the response: {', '.join(kinds)}"] if late else []
+        if asked:
+            went_on.append(
+                f"{len(asked)} request(s) after it: {', '.join(sorted({str(m['method']) for m in asked}))}"
+            )
+        late_work = "; ".join(went_on)
+        if stop == "cancelled":
+            late_work = f"cancel not confirmed: the work went on after stopReason 'cancelled': {late_work}"
+        second = CheckResult(AFTER_RULE, MUST, FAIL, late_work)
     else:
         second = CheckResult(AFTER_RULE, MUST, PASS, "none in the second after the response")
     if first.result == FAIL and kind == "result" and refused is None and maybe_race(probe, busy, elapsed):
@@ -336,8 +370,9 @@ async def check_permission(opts: argparse.Namespace, probe: Probe) -> list[Check
         probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
         if task.done():
             kind, value = await outcome(probe, task, 0)
-            why = f"the turn ended ({describe(kind, value)}) without asking permission"
-        elif probe.peer_gone.is_set():
+            why = f"{NEVER_ASKED} (the turn ended {describe(kind, value)} without asking){IF_IT_ASKS}"
+            return [CheckResult(PERMISSION_RULE, MUST, NA, why), CheckResult(WITHDRAW_RULE, INFO, NA, why)]
+        if probe.peer_gone.is_set():
             why = await probe.gone_reason_after_exit()
         else:
             why = f"no permission request within {opts.timeout:g} s"

@@ -27,6 +27,7 @@ from ._check_rules import (
     WEDGED,
     CheckResult,
     _refused_note,
+    requests_since,
 )
 from ._check_spans import (
     BUSY_STATES,
@@ -52,6 +53,7 @@ from ._check_spans import (
     wait_busy_v2,
     wait_idle,
     wait_reply,
+    work_after,
 )
 from ._check_turns import BUSY_HINT, IN_FLIGHT, RACE_BOUND, Busy, in_flight, maybe_race, ms, refusal
 from ._check_v2_held import (
@@ -277,10 +279,23 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
             else:
                 first.evidence += f"{flight}; uncancelled work runs on longer ({ms(limit)})"
     late = after_the_end(probe, sid, prompt.sent, idle)
-    if late:
-        second = CheckResult(
-            V2_AFTER_RULE, MUST, FAIL, f"{len(late)} update(s) of the work after its idle: {kinds_of(late)}"
+    if (
+        first.result != SKIP
+    ):  # no control prompt ran: any work of the session after the idle is the cancelled one's
+        late += [s for s in work_after(probe, sid, idle) if s not in late]
+    asked = requests_since(probe, idle.index, sid) if first.result != SKIP else []
+    if late or asked:
+        what: list[str] = (
+            [f"{len(late)} update(s) of the work after its idle: {kinds_of(late)}"] if late else []
         )
+        if asked:
+            what.append(
+                f"{len(asked)} request(s) after it: {', '.join(sorted({str(m['method']) for m in asked}))}"
+            )
+        said = "; ".join(what)
+        if stop == "cancelled":
+            said = f"cancel not confirmed: the work went on after its idle 'cancelled': {said}"
+        second = CheckResult(V2_AFTER_RULE, MUST, FAIL, said)
     else:
         second = CheckResult(V2_AFTER_RULE, MUST, PASS, "none in the second after the idle")
     return [*lifecycle, first, second]
