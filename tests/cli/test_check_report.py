@@ -228,3 +228,17 @@ def test_usage_error_for_jobs() -> None:
     result = run("check", "--jobs", "0", "--", "false", timeout=60)
     assert result.returncode == 2
     assert "--jobs must be at least 1" in result.stderr
+
+
+def test_progress_is_one_line_redrawn_in_place_on_a_terminal() -> None:
+    from .test_tty import base_env, run_on_pty
+
+    code, screen = run_on_pty(
+        ["check", "--timeout", "1.5", "--protocol", "1", "--", *QUIRKY], {}, base_env(), timeout=120
+    )
+    assert code == 0, screen.decode(errors="replace")
+    assert b"\r\x1b[Kcheck: 0/12 rules decided; session/cancel mid-turn" in screen
+    assert b"\r\x1b[Kcheck: 12/12 rules decided" in screen
+    assert b"rule 1/12" not in screen  # no line per rule on a terminal
+    last = screen.decode(errors="replace").rstrip().splitlines()[-1]
+    assert last.startswith("every MUST rule passed"), last

@@ -56,7 +56,14 @@ from ._check_v2 import (
     check_v2_cancel,
     check_v2_idle_cancel,
 )
-from ._check_v2_held import CANCEL_HELD_RULE, HELD_RULE, LATER_PROMPT_RULE, WITHDRAW_HELD_RULE, check_v2_held
+from ._check_v2_held import (
+    CANCEL_HELD_RULE,
+    HELD_ORDER_RULE,
+    HELD_RULE,
+    LATER_PROMPT_RULE,
+    WITHDRAW_HELD_RULE,
+    check_v2_held,
+)
 from ._check_v2_session import (
     CLOSE_AFTER_RULE,
     CLOSE_RULE,
@@ -189,7 +196,15 @@ _CATALOG: tuple[tuple[tuple[str, ...], Rule], ...] = (
         Rule(
             "prompt-held",
             (2,),
-            "hold a prompt sent while work runs (no answer yet), then insert the held prompts in the order sent",
+            "hold a prompt sent while work runs: answer it only when it is inserted, after the work's idle",
+        ),
+    ),
+    (
+        (HELD_ORDER_RULE,),
+        Rule(
+            "held-prompt-order",
+            (2,),
+            "insert held prompts in the order they were sent (first in, first out)",
         ),
     ),
     (
@@ -349,7 +364,13 @@ CHECKS_V2: list[Check] = [
     ),
     Check(
         check_v2_held,
-        ((HELD_RULE, MUST), (WITHDRAW_HELD_RULE, MUST), (CANCEL_HELD_RULE, MUST), (LATER_PROMPT_RULE, MUST)),
+        (
+            (HELD_RULE, MUST),
+            (HELD_ORDER_RULE, MUST),
+            (WITHDRAW_HELD_RULE, MUST),
+            (CANCEL_HELD_RULE, MUST),
+            (LATER_PROMPT_RULE, MUST),
+        ),
         "prompts sent while work runs",
         UNCANCELLABLE,
     ),

@@ -99,12 +99,17 @@ def _isatty(stream: TextIO) -> bool:
 
 
 def _width(stream: TextIO) -> int:
+    """The terminal's width: ``$COLUMNS``, else the terminal's own, else 80."""
     import os
 
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        columns = os.get_terminal_size(stream.fileno()).columns
     except (AttributeError, ValueError, OSError):
-        return 80
+        columns = 0
+    return columns if columns > 0 else 80
 
 
 @dataclass

@@ -56,17 +56,6 @@ from ._check_spans import (
     work_after,
 )
 from ._check_turns import BUSY_HINT, IN_FLIGHT, RACE_BOUND, Busy, in_flight, maybe_race, ms, refusal
-from ._check_v2_held import (
-    CANCEL_HELD_RULE,
-    HELD_RULE,
-    LATER_PROMPT_RULE,
-    WITHDRAW_HELD_RULE,
-)
-from ._check_v2_session import (
-    CLOSE_AFTER_RULE,
-    CLOSE_RULE,
-    RESUME_RUNNING_RULE,
-)
 from ._probe import Probe, SetupError
 from ._text import excerpt
 
@@ -75,19 +64,6 @@ USER_MESSAGE_RULE = "a user_message with the prompt's messageId"
 RUNNING_RULE = "running reported when the work starts"
 V2_CANCEL_RULE = "session/cancel ends the work with idle stopReason cancelled"
 V2_AFTER_RULE = "no update of the cancelled work after its idle"
-
-BUSY_RULES_V2 = (
-    V2_CANCEL_RULE,
-    V2_AFTER_RULE,
-    HELD_RULE,
-    WITHDRAW_HELD_RULE,
-    CANCEL_HELD_RULE,
-    LATER_PROMPT_RULE,
-    CLOSE_RULE,
-    CLOSE_AFTER_RULE,
-    RESUME_RUNNING_RULE,
-)
-"""The v2 rules a --busy-prompt too short to cancel leaves untested."""
 
 INSERT_WAIT = 2.0
 """How long the audit waits for a busy prompt's answer while its work runs, before cancelling."""

@@ -220,10 +220,11 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         help="audit an agent's cancellation",
-        description="Audit an agent's cancellation behaviour, one rule per check, each tagged "
-        "MUST/SHOULD/MAY (INFO: informational) with evidence. Exit 0 iff every MUST passes "
-        "(with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 (inconclusive) if none "
-        "failed but one was skipped; 1 if the agent cannot start or initialize.",
+        description="Audit an agent's cancellation behaviour, rule by rule, each tagged "
+        "MUST/SHOULD/MAY (INFO: informational) with its id and evidence. Exit 0 iff every MUST "
+        "that applies passes (with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 "
+        "(inconclusive) if none failed but one was skipped; 1 if the agent cannot start or "
+        "initialize. A rule that does not apply to the agent (n/a) never counts.",
         epilog="example:\n  acp-driver check --busy-prompt 'write a long essay' -- npx my-agent --acp\n"
         "  acp-driver check   (no command: audits the bundled reference agent)\n\n"
         "Sessions run in a throw-away directory unless --cwd is given.",
