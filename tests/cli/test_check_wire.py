@@ -161,6 +161,21 @@ def test_a_next_turn_that_never_ends_is_inconclusive_when_no_turn_ends() -> None
     assert code == 6
 
 
+def test_a_control_turns_fresh_session_waits_timeout_not_start_timeout() -> None:
+    """The control turn's session is asked of an agent already up: it waits --timeout (1.5 s),
+    not --start-timeout, though this agent's every session/new takes 3 s (a start does wait)."""
+    agent = [*QUIRKY, "--poison-idle-cancel", "--slow-answer", "session/new", "3000"]
+    code, doc = check(agent=agent)
+    idle = rule(doc, IDLE_RULE)
+    assert idle["result"] == "skip", idle
+    assert (
+        "no fresh session for the control turn: session/new: session/new timed out after 1.5s"
+        in idle["evidence"]
+    )
+    assert rule(doc, CANCEL_RULE)["result"] == "pass"  # every start waited for its slow session
+    assert code == 6
+
+
 def test_a_next_turn_poisoned_by_an_idle_cancel_fails_against_the_control_turn() -> None:
     code, doc = check(agent=[*QUIRKY, "--poison-idle-cancel"])
     idle = rule(doc, IDLE_RULE)

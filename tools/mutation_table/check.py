@@ -79,7 +79,7 @@ MUTATIONS = [
         "cli/_probe.py",
         "        start = self.session_id is None\n",
         "        start = True\n",
-        ("tests/cli/test_cli.py::test_check_fails_each_misbehaviour_naming_the_rule[hang]",),
+        ("tests/cli/test_check_wire.py::test_a_control_turns_fresh_session_waits_timeout_not_start_timeout",),
     ),
     Mutation(
         "check-idle-control-turn",
