@@ -17,7 +17,11 @@ Each check gets a fresh agent process; every process group is reaped, whatever t
 - a remote agent (``check -- ws://host:port/acp``; ``--header`` for credentials) gets a fresh
   connection per check instead of a process; the rules about the agent's process (what it does
   at the end of its stdin) are reported ``n/a``, "not applicable over a network" -- neither
-  passed nor failed.
+  passed nor failed; so are the permission rules of an agent that never asks permission;
+- checks run several at once, each on its own agent, and a finding of the first check (the agent
+  never works, or its work outlives ``session/cancel``) decides the rules that depend on it at
+  once (``_check_run``); progress goes to stderr, the verdict names the rules by id
+  (``_check_report``); interrupted, the audit reports what it decided so far.
 """
 
 from __future__ import annotations
