@@ -527,4 +527,12 @@ MUTATIONS = [
         "    return str(value)\n",
         ("tests/cli/test_check_report.py::test_junit_text_is_xml_whatever_the_agent_says",),
     ),
+    Mutation(
+        "check-v2-held-order-na",
+        "check v2: the order of held prompts is n/a (not skipped) for an agent that never asks permission",
+        "cli/_check_v2_held.py",
+        '    elif isinstance(order, str) and "without asking permission" in order:\n',
+        "    elif False:\n",
+        ("tests/cli/test_check_v2.py::test_the_order_of_held_prompts_unseen_is_no_pass",),
+    ),
 ]

@@ -164,7 +164,7 @@ def _report(opts: argparse.Namespace, argv: list[str], audit: Audit, interrupted
             "passed": judged.verdict == "passed" and not interrupted,
             "verdict": "interrupted" if interrupted else judged.verdict,
             "strict": bool(opts.strict),
-            "summary": stopped or judged.last_line(),
+            "summary": f"{stopped}; so far {judged.tally()}" if stopped else judged.last_line(),
         }
         if judged.hint is not None and not interrupted:
             document["hint"] = judged.hint
@@ -175,9 +175,7 @@ def _report(opts: argparse.Namespace, argv: list[str], audit: Audit, interrupted
             sys.stdout.write(line + "\n")
         if getattr(opts, "trace", None) is not None:
             sys.stdout.write(f"trace: {opts.trace} (draw it: acp-driver trace {opts.trace} --html OUT)\n")
-        sys.stdout.write(
-            (f"{stopped}; so far: {judged.last_line()}" if stopped else judged.last_line()) + "\n"
-        )
+        sys.stdout.write((f"{stopped}; so far {judged.tally()}" if stopped else judged.last_line()) + "\n")
     sys.stdout.flush()
     return judged.verdict
 

@@ -148,6 +148,12 @@ class Verdict:
         tail = f" ({len(self.passed)} passed; {na})" if na else f" ({len(self.passed)} passed)"
         return f"every {self.levels_text} rule passed{tail}"
 
+    def tally(self) -> str:
+        """The counts so far, claiming no verdict (an interrupted audit)."""
+        levels = "MUST/SHOULD/MAY" if len(self.levels) > 1 else "MUST"
+        failed = f"{len(self.failed)} {levels} failed" + (f": {_ids(self.failed)}" if self.failed else "")
+        return f"{failed}; {len(self.skipped)} skipped; {len(self.passed)} passed"
+
 
 def _ids(results: list[CheckResult]) -> str:
     return ", ".join(dict.fromkeys(rule_id(r.rule) for r in results))
