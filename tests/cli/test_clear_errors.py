@@ -167,7 +167,7 @@ def test_a_full_stdout_is_one_line_and_exit_1(args: list[str]) -> None:
 def test_check_with_a_full_stdout_is_one_line_and_exit_1() -> None:
     with open("/dev/full", "w") as full:
         result = subprocess.run(
-            [*CLI, "check", "--timeout", "1.5"],
+            [*CLI, "check", "-q", "--timeout", "1.5"],  # -q: no progress lines on stderr
             stdout=full,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

@@ -83,8 +83,8 @@ MUTATIONS = [
         "cli-text-check-table",
         "CLI: check's table shows the agent's name by the text rule",
         "cli/_check.py",
-        '    name = shown(info.get("title") or info.get("name") or argv[0])\n',
-        '    name = str(info.get("title") or info.get("name") or argv[0])\n',
+        '    name = shown(audit.info.get("title") or audit.info.get("name") or argv[0])\n',
+        '    name = str(audit.info.get("title") or audit.info.get("name") or argv[0])\n',
         ("tests/cli/test_agent_text.py::test_check_shows_agent_text_as_text",),
     ),
     Mutation(
@@ -345,9 +345,9 @@ MUTATIONS = [
     Mutation(
         "trace-check-verdict-linked",
         "check --trace: each verdict names its event in the trace",
-        "cli/_check.py",
-        "                result.trace_event = probe.trace.event(\n",
-        "                probe.trace.event(\n",
+        "cli/_check_run.py",
+        "            result.trace_event = probe.trace.event(\n",
+        "            probe.trace.event(\n",
         ("tests/trace/test_trace_cli.py::test_check_links_each_verdict_to_the_moments_that_prove_it",),
     ),
     Mutation(

@@ -256,16 +256,30 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         help="audit an agent's cancellation",
-        description="Audit an agent's cancellation behaviour, one rule per check, each tagged "
-        "MUST/SHOULD/MAY (INFO: informational) with evidence. Exit 0 iff every MUST passes "
-        "(with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 (inconclusive) if none "
-        "failed but one was skipped; 1 if the agent cannot start or initialize.",
+        description="Audit an agent's cancellation behaviour, rule by rule, each tagged "
+        "MUST/SHOULD/MAY (INFO: informational) with its id and evidence. Exit 0 iff every MUST "
+        "that applies passes (with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 "
+        "(inconclusive) if none failed but one was skipped; 1 if the agent cannot start or "
+        "initialize. A rule that does not apply to the agent (n/a) never counts.",
         epilog="example:\n  acp-driver check --busy-prompt 'write a long essay' -- npx my-agent --acp\n"
         "  acp-driver check   (no command: audits the bundled reference agent)\n\n"
         "Sessions run in a throw-away directory unless --cwd is given.",
         formatter_class=HelpFormatter,
     )
-    check.add_argument("--json", action="store_true", help="results as JSON")
+    check.add_argument("--json", action="store_true", help="results as JSON (each with its rule id)")
+    check.add_argument(
+        "--junit",
+        metavar="FILE",
+        default=None,
+        help="also write the results as JUnit XML to FILE (one test case per rule, for CI)",
+    )
+    check.add_argument(
+        "--jobs",
+        metavar="N",
+        type=int,
+        default=4,
+        help="how many checks run at once, each on its own agent (default: 4; 1: one after another)",
+    )
     check.add_argument(
         "--busy-prompt",
         metavar="TEXT",
@@ -449,6 +463,8 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
         parser.error("--busy-after must be a positive number of seconds")
     if opts.start_timeout is not None and not (math.isfinite(opts.start_timeout) and opts.start_timeout > 0):
         parser.error("--start-timeout must be a positive number of seconds")
+    if opts.jobs < 1:
+        parser.error("--jobs must be at least 1")
     session_cwd: str | None = None
     if opts.cwd is not None:
         here = "" if os.path.isabs(opts.cwd) else _current_directory(parser)
