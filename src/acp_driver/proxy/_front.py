@@ -117,7 +117,11 @@ class Proxy:
             # Not JSON: the agent answers it as it would have (a parse error); forwarded as is.
             self.served.backend.send(item)
             return
-        self.guard.from_editor(item, message)
+        try:
+            self.guard.from_editor(item, message)
+        except Exception:
+            logger.exception("the guard failed on a message from the editor; forwarded unchanged")
+            self.served.from_client(item, message)
 
     def stop(self, reason: str) -> None:
         """The editor is gone (or asked us to stop): end the relay, which reaps the agent."""

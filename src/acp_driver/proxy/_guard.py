@@ -160,7 +160,7 @@ class ProxyGuard:
         self._heard: dict[str, float] = {}
         self._silence_timer: Timer | None = None
         self._timers: set[Timer] = set()
-        served.on_relayed = self.from_agent
+        served.on_relayed = self._from_agent_guarded
         served.on_end.append(self._ended)
 
     @property
@@ -220,6 +220,14 @@ class ProxyGuard:
         self._answer_editor(key, _error(request.id, -32800, "request cancelled (the agent did not answer)"))
 
     # ------------------------------------------------------------------ agent -> editor
+
+    def _from_agent_guarded(self, item: bytes, message: Any, route: str) -> None:
+        try:
+            self.from_agent(item, message, route)
+        except Exception:
+            # A fault of ours must not stop the relay's read loop: the message goes on as it came.
+            logger.exception("the guard failed on a message from the agent; forwarded unchanged")
+            self._to_editor(item)
 
     def from_agent(self, item: bytes, message: Any, route: str) -> None:
         """A message from the agent, after the relay's ledger read it."""
@@ -336,7 +344,7 @@ class ProxyGuard:
             scope="turn",
             session=turn.sid,
             resolution=resolution.value,
-            by=machine.resolved_by if machine is not None else None,
+            effect=machine.resolved_by if machine is not None else None,
         )
         if self._turns.get(turn.sid) is turn:
             del self._turns[turn.sid]
@@ -492,7 +500,7 @@ class ProxyGuard:
     def _trace(self, kind: str, **fields: Any) -> None:
         trace = self.served.trace
         if trace is not None:
-            trace.event(kind, by="proxy", **fields)
+            trace.event(kind, **{"by": "proxy", **fields})
 
     def _after(self, delay: float, callback: Callable[[], None]) -> None:
         def fire() -> None:
