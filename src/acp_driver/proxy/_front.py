@@ -52,10 +52,13 @@ class ProxySettings:
 
 
 class _EditorOut(asyncio.Protocol):
-    """Our stdout: a full pipe pauses the agent's output (``output_pressure``)."""
+    """Our stdout: a full pipe pauses the agent's output (``output_pressure``); its loss (the
+    editor closed its reading end: Node's socket pairs say so before any end of our input) ends
+    the connection as the end of our input does."""
 
     def __init__(self) -> None:
         self.served: ServedConnection | None = None
+        self.proxy: Proxy | None = None
         self.lost = asyncio.get_running_loop().create_future()
 
     def pause_writing(self) -> None:
@@ -69,6 +72,8 @@ class _EditorOut(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if not self.lost.done():
             self.lost.set_result(None)
+        if self.proxy is not None:
+            self.proxy.stop("the editor stopped reading")
 
 
 class _EditorIn(asyncio.Protocol):
@@ -168,6 +173,7 @@ async def run_proxy(
     out = await connect_write_pipe(lambda: out_protocol, stdout if stdout is not None else sys.stdout.buffer)
     proxy = Proxy(served, out, settings)
     out_protocol.served = served
+    out_protocol.proxy = proxy
     served.start()
     in_transport = await connect_read_pipe(
         lambda: _EditorIn(proxy, settings.max_message_bytes), stdin if stdin is not None else sys.stdin.buffer
