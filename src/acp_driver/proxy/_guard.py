@@ -47,12 +47,12 @@ from ..core import (
     Resolution,
     Rung,
     Seen,
-    TurnEnd,
     TurnMachine,
     encode_relayed,
 )
 from ..net import id_key, session_id_of
 from ..remote import Pending, ServedConnection, answer_for_gone_client
+from ._endings import ENDINGS, error
 
 if TYPE_CHECKING:
     from ..aio import Timer
@@ -217,7 +217,7 @@ class ProxyGuard:
         logger.info(
             "the agent did not answer withdrawn request %s (%s): answered -32800", request.id, request.method
         )
-        self._answer_editor(key, _error(request.id, -32800, "request cancelled (the agent did not answer)"))
+        self._answer_editor(key, error(request.id, -32800, "request cancelled (the agent did not answer)"))
 
     # ------------------------------------------------------------------ agent -> editor
 
@@ -356,7 +356,7 @@ class ProxyGuard:
         turn = self._turns.get(sid)
         if turn is None or self.served.inflight.turn_live(sid):
             return None
-        ending = _ENDINGS[self.profile.turn_end]
+        ending = ENDINGS[self.profile.turn_end]
         observation, rewritten = ending.read(self.profile, message)
         if turn.ended_for_editor:
             rewritten = None
@@ -385,7 +385,7 @@ class ProxyGuard:
             return
         turn.ended_for_editor = True
         self._fenced.add(turn.sid)
-        ending = _ENDINGS[self.profile.turn_end]
+        ending = ENDINGS[self.profile.turn_end]
         for key, request in list(self.served.inflight.to_agent.items()):
             if request.method == p.SESSION_PROMPT and request.session_id == turn.sid:
                 self._answer_editor(key, ending.prompt_answer(request.id))
@@ -446,7 +446,7 @@ class ProxyGuard:
         is answered."""
         if self.editor_gone:
             return
-        ending = _ENDINGS[self.profile.turn_end]
+        ending = ENDINGS[self.profile.turn_end]
         for key, request in list(self.served.inflight.to_agent.items()):
             self._answer_editor(
                 key, self._gone_answer(request.id, request.method, request.session_id, reason)
@@ -468,9 +468,9 @@ class ProxyGuard:
     ) -> dict[str, Any]:
         turn = self._turns.get(sid) if sid is not None else None
         if method == p.SESSION_PROMPT and turn is not None and not turn.ended_for_editor:
-            return _ENDINGS[self.profile.turn_end].prompt_answer(request_id)
+            return ENDINGS[self.profile.turn_end].prompt_answer(request_id)
         why = reason or self.served.end_reason or "the agent is gone"
-        return _error(request_id, -32603, f"acp-driver proxy: {why}")
+        return error(request_id, -32603, f"acp-driver proxy: {why}")
 
     # ------------------------------------------------------------------ writing
 
@@ -522,100 +522,6 @@ class ProxyGuard:
         for turn in self._turns.values():
             if turn.runner is not None:
                 turn.runner.stop()
-
-
-# ---------------------------------------------------------------------- what ends a turn, per version
-
-
-class _Ending:
-    """How a turn ends for the editor in one version: reading the agent's end, making our own."""
-
-    def read(
-        self, profile: ProtocolProfile, message: dict[str, Any]
-    ) -> tuple[Observation, dict[str, Any] | None]:
-        """(what the ladder observes, the message the editor gets instead -- None: unchanged)."""
-        raise NotImplementedError
-
-    def prompt_answer(self, request_id: Any) -> dict[str, Any]:
-        """The answer to a prompt of a turn ended ``cancelled`` here."""
-        raise NotImplementedError
-
-    def idle(self, sid: str) -> dict[str, Any] | None:
-        """The notification that ends a session's running work ``cancelled`` (None: none)."""
-        return None
-
-
-class _PromptAnswerEnding(_Ending):
-    """v1: the prompt's answer carries the stop reason."""
-
-    def read(
-        self, profile: ProtocolProfile, message: dict[str, Any]
-    ) -> tuple[Observation, dict[str, Any] | None]:
-        if "method" in message:
-            return Observation(Seen.ANSWERED, stop_reason=None), None
-        result = message.get("result")
-        if result is not None:
-            reason = profile.answer_stop_reason(result)
-            if profile.confirms_cancel(reason):
-                return Observation(Seen.ANSWERED, stop_reason=reason), None
-            fixed = (
-                {**result, "stopReason": "cancelled"}
-                if isinstance(result, dict)
-                else {"stopReason": "cancelled"}
-            )
-            return Observation(Seen.ANSWERED, stop_reason=reason), {**message, "result": fixed}
-        error = message.get("error")
-        cancelled = isinstance(error, dict) and error.get("code") == -32800
-        observation = Observation(Seen.FAILED, stop_reason="cancelled" if cancelled else None)
-        return observation, {"jsonrpc": "2.0", "id": message.get("id"), "result": {"stopReason": "cancelled"}}
-
-    def prompt_answer(self, request_id: Any) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "cancelled"}}
-
-
-class _IdleEnding(_Ending):
-    """v2: an idle ``state_update`` carries the stop reason; a held prompt is withdrawn (-32800)."""
-
-    def read(
-        self, profile: ProtocolProfile, message: dict[str, Any]
-    ) -> tuple[Observation, dict[str, Any] | None]:
-        params = message.get("params")
-        update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict) or update.get("sessionUpdate") != "state_update":
-            failed = "error" in message
-            return Observation(Seen.FAILED if failed else Seen.ANSWERED, stop_reason="cancelled"), None
-        reason = profile.idle_stop_reason(update)
-        if profile.confirms_cancel(reason):
-            return Observation(Seen.ANSWERED, stop_reason=reason), None
-        fixed = {**update, "stopReason": "cancelled"}
-        assert isinstance(params, dict)
-        return Observation(Seen.ANSWERED, stop_reason=reason), {
-            **message,
-            "params": {**params, "update": fixed},
-        }
-
-    def prompt_answer(self, request_id: Any) -> dict[str, Any]:
-        return _error(request_id, -32800, "request cancelled: the turn was cancelled")
-
-    def idle(self, sid: str) -> dict[str, Any] | None:
-        return {
-            "jsonrpc": "2.0",
-            "method": p.SESSION_UPDATE,
-            "params": {
-                "sessionId": sid,
-                "update": {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"},
-            },
-        }
-
-
-_ENDINGS: dict[TurnEnd, _Ending] = {
-    TurnEnd.PROMPT_ANSWER: _PromptAnswerEnding(),
-    TurnEnd.IDLE_STATE: _IdleEnding(),
-}
-
-
-def _error(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 def _target(message: dict[str, Any]) -> str | None:
