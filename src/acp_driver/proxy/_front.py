@@ -106,11 +106,23 @@ class Proxy:
         self.out = out
         self.guard = ProxyGuard(served, self._write, settings.guard)
         self.agent_ended_first = False
+        self._loop = asyncio.get_running_loop()
+        self._batch: list[bytes] = []
         served.on_end.append(self._on_end)
 
     def _write(self, text: bytes) -> None:
-        if not self.out.is_closing():
-            self.out.write(text + b"\n")
+        # The messages of one read of the agent's output go out in one write (one system call,
+        # not one per line): the loop runs ``flush`` once the read was delivered.
+        if not self._batch:
+            self._loop.call_soon(self.flush)
+        self._batch.append(text)
+
+    def flush(self) -> None:
+        """Write what waits for the editor."""
+        batch, self._batch = self._batch, []
+        if batch and not self.out.is_closing():
+            batch.append(b"")
+            self.out.write(b"\n".join(batch))
 
     def from_editor(self, item: bytes | OversizedLine) -> None:
         if isinstance(item, OversizedLine):
@@ -185,6 +197,7 @@ async def run_proxy(
     finally:
         in_transport.close()
         proxy.guard.close()
+        proxy.flush()
         await _flush(out, out_protocol)
     _summary(proxy)
     return EXIT_AGENT_ENDED if proxy.agent_ended_first else EXIT_OK

@@ -237,7 +237,7 @@ class ProxyGuard:
         method = message.get("method")
         if isinstance(method, str):
             sid = session_id_of(message)
-            if sid is not None:
+            if sid is not None and self.settings.silence_timeout is not None:
                 self._heard[sid] = self._clock.now()
             if method == p.SESSION_UPDATE and sid is not None:
                 if self._update(item, message, sid):
