@@ -133,7 +133,7 @@ async def test_everything_else_is_forwarded_unchanged() -> None:
 
 
 async def test_when_the_agent_dies_every_open_request_is_answered_and_the_proxy_exits_1() -> None:
-    editor = await Editor.start(AGENT)
+    editor = await Editor.start(AGENT, "--max-respawns", "0")
     try:
         sid = await editor.open_session()
         prompt = editor.request(

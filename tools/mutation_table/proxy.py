@@ -107,3 +107,35 @@ MUTATIONS = [
         ),
     ),
 ]
+MUTATIONS += [
+    Mutation(
+        "proxy-respawn-resumes-sessions",
+        "proxy: a restarted agent gets each open session re-opened under its id",
+        "proxy/_front.py",
+        "                guard.reopening.add(sid)\n",
+        "                book.lose(sid, 'mutated')\n                continue\n",
+        ("tests/proxy/test_proxy_respawn.py::test_a_killed_agent_is_restarted_and_the_session_goes_on",),
+    ),
+    Mutation(
+        "proxy-lost-session-answered",
+        "proxy: a request for a session the restarted agent could not re-open gets an error naming why",
+        "proxy/_guard.py",
+        "        if sid is not None and sid in self.book.lost:\n",
+        "        if False:\n",
+        (
+            "tests/proxy/test_proxy_respawn.py::"
+            "test_a_session_the_restarted_agent_cannot_reopen_is_lost_with_a_clear_error",
+        ),
+    ),
+    Mutation(
+        "proxy-respawn-bounded",
+        "proxy: an agent that keeps dying is restarted at most --max-respawns times",
+        "proxy/_front.py",
+        "            if self.respawns >= self.settings.max_respawns:\n",
+        "            if False:\n",
+        (
+            "tests/proxy/test_proxy_respawn.py::test_an_agent_that_keeps_dying_is_restarted_at_most_max_respawns_times",
+            "tests/proxy/test_proxy_guarantees.py::test_when_the_agent_dies_every_open_request_is_answered_and_the_proxy_exits_1",
+        ),
+    ),
+]

@@ -4,7 +4,8 @@ Plain ACP on stdin/stdout to the editor, the real agent supervised behind serve'
 message forwarded unchanged, and the proxy's guarantees added (docs/proxy.md). One stderr line
 per event an editor's log should show (``acp-driver proxy: ...``), and a summary line at exit.
 Exit codes: 0 the editor ended and the agent was reaped; 1 the agent ended first (or was killed
-by the ladder); 2 usage; 127 the agent could not be started.
+by the ladder) and may not be restarted (``--max-respawns``); 2 usage; 127 the agent could not be
+started.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ late output of a cancelled turn kept out of the next, and no process of the agen
 
 
 def build_proxy_parser() -> argparse.ArgumentParser:
-    from ..proxy import GuardSettings
+    from ..proxy import GuardSettings, ProxySettings
     from ._options import add_common, seconds
 
     defaults = GuardSettings()
@@ -71,6 +72,15 @@ def build_proxy_parser() -> argparse.ArgumentParser:
         help="cancel a turn from which nothing came for SEC (a tool that hangs; default: never)",
     )
     parser.add_argument(
+        "--max-respawns",
+        metavar="N",
+        type=int,
+        default=ProxySettings().max_respawns,
+        help="restart an agent that ended while the editor is connected at most N times, replaying "
+        "initialize and resuming its sessions where it can (0: never; the proxy then exits 1; "
+        f"default: {ProxySettings().max_respawns})",
+    )
+    parser.add_argument(
         "--trace",
         metavar="FILE",
         default=None,
@@ -93,6 +103,8 @@ def proxy_cli(argv: list[str]) -> int:
     for name in ("cancel_budget", "permission_grace", "answer_grace"):
         if getattr(opts, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be at least 0 seconds")
+    if opts.max_respawns < 0:
+        parser.error("--max-respawns must be 0 or more")
     if opts.silence_timeout is not None and opts.silence_timeout <= 0:
         parser.error("--silence-timeout must be a positive number of seconds")
     from ._options import writable_trace
@@ -129,7 +141,8 @@ async def _proxy(command: list[str], opts: argparse.Namespace) -> int:
             permission_grace=opts.permission_grace,
             answer_grace=opts.answer_grace,
             silence_timeout=opts.silence_timeout,
-        )
+        ),
+        max_respawns=opts.max_respawns,
     )
     trace, owned = open_trace(opts.trace, role="proxy", command=command)
     loop = asyncio.get_running_loop()

@@ -10,7 +10,9 @@ does for ``serve``.
 The end: the editor closes our stdin (or dies, or signals us: ``stop``) -> the relay's
 connection-end ladder (session/cancel for live turns, then the agent's input closed, SIGTERM,
 SIGKILL within the budget) and the agent reaped; the agent ends first -> every request the
-editor still waits for is answered, and the proxy exits.
+editor still waits for is answered, and a new agent is started (at most ``max_respawns`` times):
+the editor's ``initialize`` replayed, its sessions re-opened (``_book``), its messages held
+meanwhile and then relayed to the new agent.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import protocol as p
 from ..aio import connect_read_pipe, connect_write_pipe
 from ..core import LadderPolicy, LineFramer, OversizedLine, parse_json
 from ..remote import ServedConnection, SubprocessBackend
-from ._guard import GuardSettings, ProxyGuard
+from ._book import SessionBook
+from ._guard import GuardSettings, ProxyGuard, Stats
 
 if TYPE_CHECKING:
     from ..trace import TraceSink
@@ -49,6 +53,10 @@ class ProxySettings:
 
     guard: GuardSettings = field(default_factory=GuardSettings)
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_respawns: int = 3
+    """How many times an agent that ended while the editor was connected is restarted."""
+    reattach_timeout: float = 30.0
+    """Seconds a restarted agent has to answer each replayed ``initialize`` / session re-open."""
 
 
 class _EditorOut(asyncio.Protocol):
@@ -97,18 +105,137 @@ class _EditorIn(asyncio.Protocol):
 
 
 class Proxy:
-    """One editor, one agent (see the module docstring)."""
+    """One editor, its agent, and the agents that replace it (see the module docstring)."""
 
     def __init__(
-        self, served: ServedConnection, out: asyncio.WriteTransport, settings: ProxySettings
+        self,
+        command: list[str],
+        out: asyncio.WriteTransport,
+        settings: ProxySettings,
+        trace: TraceSink | None = None,
     ) -> None:
-        self.served = served
+        self.command = command
         self.out = out
-        self.guard = ProxyGuard(served, self._write, settings.guard)
+        self.settings = settings
+        self.trace = trace
+        self.book = SessionBook()
+        self.stats = Stats()
+        self.served: ServedConnection | None = None
+        self.guard: ProxyGuard | None = None
+        self.editor_gone = False
         self.agent_ended_first = False
+        self.respawns = 0
+        self._queue: list[tuple[bytes, Any]] | None = None
+        """The editor's messages while a respawned agent is brought back (None: none waits)."""
         self._loop = asyncio.get_running_loop()
         self._batch: list[bytes] = []
+        self._out_protocol: _EditorOut | None = None
+
+    async def spawn(self) -> bool:
+        """Start an agent and its relay (a first one, or one in place of an agent that ended)."""
+        try:
+            backend = await SubprocessBackend.spawn(
+                self.command, "agent", max_message_bytes=self.settings.max_message_bytes
+            )
+        except OSError as exc:
+            logger.error("cannot start the agent %r: %s", self.command[0], exc.strerror or exc)
+            return False
+        served = ServedConnection(
+            "proxy",
+            backend,
+            LadderPolicy(self.settings.guard.cancel_budget),
+            "stdio",
+            max_backlog=self.settings.max_message_bytes * 4,
+            trace=self.trace,
+        )
+        self.guard = ProxyGuard(
+            served, self._write, self.settings.guard, book=self.book, stats=self.stats, before=self.guard
+        )
+        self.served = served
+        if self._out_protocol is not None:
+            self._out_protocol.served = served
         served.on_end.append(self._on_end)
+        served.start()
+        if self.editor_gone:
+            self.guard.editor_gone = True
+            served.end("the editor closed the connection")  # while this agent was starting
+        return True
+
+    async def run(self) -> int:
+        """Until the editor ends, or the agent does and may not be restarted; the exit code."""
+        while True:
+            assert self.served is not None
+            await self.served.wait_ended()
+            if self.editor_gone:
+                return EXIT_OK
+            if self.respawns >= self.settings.max_respawns:
+                self.agent_ended_first = True
+                return EXIT_AGENT_ENDED
+            self.respawns += 1
+            self.stats.respawns += 1
+            logger.warning(
+                "restarting the agent (%d of at most %d)", self.respawns, self.settings.max_respawns
+            )
+            self._queue = []
+            if not await self.spawn():
+                self.agent_ended_first = True
+                return EXIT_AGENT_ENDED
+            await self._reattach()
+            queued, self._queue = self._queue or [], None
+            for text, message in queued:
+                self._to_guard(text, message)
+
+    async def _reattach(self) -> None:
+        """The new agent gets the editor's ``initialize`` again, and each open session is
+        re-opened under its id (``_book``); a session that cannot be is lost, with the reason."""
+        guard, served, book = self.guard, self.served, self.book
+        assert guard is not None
+        assert served is not None
+        if book.initialize is None or self.editor_gone:
+            return
+        ended = self._loop.create_task(served.wait_ended())
+        try:
+            answer = await self._own(guard.request_own(p.INITIALIZE, book.initialize), ended)
+            result = answer.get("result") if answer is not None else None
+            if not isinstance(result, dict):
+                for sid in list(book.sessions):
+                    book.lose(sid, "the restarted agent did not accept initialize")
+                return
+            caps = result.get("agentCapabilities")
+            book.capabilities = caps if isinstance(caps, dict) else {}
+            method = book.reopen_method(guard.profile)
+            for sid, params in list(book.sessions.items()):
+                if method is None:
+                    book.lose(sid, "the agent was restarted and cannot resume sessions; open a new one")
+                    logger.warning("session %s lost: the agent cannot resume sessions", sid)
+                    continue
+                guard.reopening.add(sid)
+                answer = await self._own(guard.request_own(method, {"sessionId": sid, **params}), ended)
+                guard.reopening.discard(sid)
+                if answer is not None and "result" in answer:
+                    self.stats.resumed += 1
+                    logger.warning("session %s resumed (%s)", sid, method)
+                else:
+                    why = (answer or {}).get("error", {}).get("message", "no answer")
+                    book.lose(
+                        sid, f"the restarted agent did not re-open it ({method}: {why}); open a new one"
+                    )
+                    logger.warning("session %s lost: %s failed: %s", sid, method, why)
+        finally:
+            ended.cancel()
+
+    async def _own(
+        self, request: asyncio.Future[dict[str, Any] | None], ended: asyncio.Future[None]
+    ) -> dict[str, Any] | None:
+        """The answer to one of the proxy's own requests (None: the agent ended, or took too long)."""
+        waited: set[asyncio.Future[Any]] = {request, ended}
+        done, _ = await asyncio.wait(
+            waited, timeout=self.settings.reattach_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if request in done:
+            return request.result()
+        request.cancel()
+        return None
 
     def _write(self, text: bytes) -> None:
         # The messages of one read of the agent's output go out in one write (one system call,
@@ -132,26 +259,39 @@ class Proxy:
             message: Any = parse_json(item)
         except ValueError:
             # Not JSON: the agent answers it as it would have (a parse error); forwarded as is.
-            self.served.backend.send(item)
+            if self.served is not None:
+                self.served.backend.send(item)
             return
+        if self._queue is not None:
+            self._queue.append((item, message))  # a new agent is being brought back
+            return
+        self._to_guard(item, message)
+
+    def _to_guard(self, item: bytes, message: Any) -> None:
+        guard = self.guard
+        assert guard is not None
         try:
-            self.guard.from_editor(item, message)
+            guard.from_editor(item, message)
         except Exception:
             logger.exception("the guard failed on a message from the editor; forwarded unchanged")
-            self.served.from_client(item, message)
+            guard.served.from_client(item, message)
 
     def stop(self, reason: str) -> None:
         """The editor is gone (or asked us to stop): end the relay, which reaps the agent."""
-        if not self.served.ending:
+        if self.editor_gone:
+            return
+        self.editor_gone = True
+        logger.info("%s: ending the agent", reason)
+        if self.guard is not None:
             self.guard.editor_gone = True
-            logger.info("%s: ending the agent", reason)
+        if self.served is not None:
             self.served.end(reason)
 
     def _on_end(self, reason: str, code: int) -> None:
-        if not self.guard.editor_gone:
-            self.agent_ended_first = True
+        if not self.editor_gone:
             logger.warning("%s", reason)
-        self.guard.close()
+        if self.guard is not None:
+            self.guard.close()
 
 
 async def run_proxy(
@@ -164,43 +304,35 @@ async def run_proxy(
     started: asyncio.Future[Proxy] | None = None,
 ) -> int:
     """Run ``command`` as the agent behind our stdin/stdout (or the given pipes) until the editor
-    or the agent ends; returns the exit code (``EXIT_*``)."""
+    ends, or the agent does and may not be restarted; returns the exit code (``EXIT_*``)."""
     settings = settings or ProxySettings()
-    try:
-        backend = await SubprocessBackend.spawn(
-            command, "agent", max_message_bytes=settings.max_message_bytes
-        )
-    except OSError as exc:
-        logger.error("cannot start the agent %r: %s", command[0] if command else "", exc.strerror or exc)
-        return EXIT_NO_AGENT
-    served = ServedConnection(
-        "proxy",
-        backend,
-        LadderPolicy(settings.guard.cancel_budget),
-        "stdio",
-        max_backlog=settings.max_message_bytes * 4,
-        trace=trace,
-    )
     out_protocol = _EditorOut()
     out = await connect_write_pipe(lambda: out_protocol, stdout if stdout is not None else sys.stdout.buffer)
-    proxy = Proxy(served, out, settings)
-    out_protocol.served = served
+    proxy = Proxy(command, out, settings, trace)
+    proxy._out_protocol = out_protocol
     out_protocol.proxy = proxy
-    served.start()
+    if not await proxy.spawn():
+        out.close()
+        return EXIT_NO_AGENT
     in_transport = await connect_read_pipe(
         lambda: _EditorIn(proxy, settings.max_message_bytes), stdin if stdin is not None else sys.stdin.buffer
     )
     if started is not None and not started.done():
         started.set_result(proxy)
     try:
-        await served.wait_ended()
+        code = await proxy.run()
     finally:
         in_transport.close()
-        proxy.guard.close()
+        if proxy.guard is not None:
+            proxy.guard.close()
+        if proxy.served is not None and not proxy.served.ending:
+            proxy.served.end("the proxy is stopping")
+        if proxy.served is not None:
+            await proxy.served.wait_ended()
         proxy.flush()
         await _flush(out, out_protocol)
     _summary(proxy)
-    return EXIT_AGENT_ENDED if proxy.agent_ended_first else EXIT_OK
+    return code
 
 
 async def _flush(out: asyncio.WriteTransport, protocol: _EditorOut) -> None:
@@ -213,12 +345,12 @@ async def _flush(out: asyncio.WriteTransport, protocol: _EditorOut) -> None:
 
 
 def _summary(proxy: Proxy) -> None:
-    stats = proxy.guard.stats
+    stats = proxy.stats
     escalated = ", ".join(f"{rung} {n}" for rung, n in sorted(stats.escalated.items())) or "none"
     logger.warning(
         "exit: %d messages to the agent, %d to the editor; %d cancels (escalated: %s; %d by silence); "
         "%d answers given here, %d late answers dropped, %d ends rewritten cancelled, %d late updates "
-        "fenced; agent: %s",
+        "fenced; %d restarts, %d sessions resumed; agent: %s",
         stats.to_agent,
         stats.to_editor,
         stats.cancels,
@@ -228,5 +360,7 @@ def _summary(proxy: Proxy) -> None:
         stats.late_dropped,
         stats.rewritten,
         stats.fenced,
-        proxy.served.backend.describe(),
+        stats.respawns,
+        stats.resumed,
+        proxy.served.backend.describe() if proxy.served is not None else "never started",
     )

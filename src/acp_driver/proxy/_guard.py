@@ -30,6 +30,8 @@ for a lifecycle. What differs by version is the profile's ``turn_end`` (``_ENDIN
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,12 +54,16 @@ from ..core import (
 )
 from ..net import id_key, session_id_of
 from ..remote import Pending, ServedConnection, answer_for_gone_client
+from ._book import SessionBook
 from ._endings import ENDINGS, error
 
 if TYPE_CHECKING:
     from ..aio import Timer
 
 logger = logging.getLogger("acp_driver.proxy")
+
+_OWN_PREFIX = "acp-driver-proxy/"
+"""The ids of the proxy's own requests (never the editor's: its answers are not forwarded)."""
 
 Write = Callable[[bytes], None]
 """One message to the editor (its JSON text, no newline)."""
@@ -96,6 +102,8 @@ class Stats:
     answered_here: int = 0
     late_dropped: int = 0
     silenced: int = 0
+    respawns: int = 0
+    resumed: int = 0
 
 
 class _Turn:
@@ -139,12 +147,28 @@ class _TurnPeer:
 class ProxyGuard:
     """The editor's side of one proxied connection (see the module docstring)."""
 
-    def __init__(self, served: ServedConnection, write: Write, settings: GuardSettings) -> None:
+    def __init__(
+        self,
+        served: ServedConnection,
+        write: Write,
+        settings: GuardSettings,
+        *,
+        book: SessionBook | None = None,
+        stats: Stats | None = None,
+        before: ProxyGuard | None = None,
+    ) -> None:
         self.served = served
         self.settings = settings
         self.policy = LadderPolicy(settings.cancel_budget)
-        self.stats = Stats()
+        self.book = book if book is not None else SessionBook()
+        """The editor's sessions, kept across the agent's respawns."""
+        self.stats = stats if stats is not None else Stats()
         self.editor_gone = False
+        self.reopening: set[str] = set()
+        """Sessions being re-opened on a respawned agent: their replay is not the editor's."""
+        self._own: dict[str, asyncio.Future[dict[str, Any] | None]] = {}
+        """The proxy's own requests to the agent (a respawn's replay): id key -> the answer."""
+        self._own_ids = itertools.count(1)
         self._write = write
         self._clock = served.clock
         self._turns: dict[str, _Turn] = {}
@@ -152,7 +176,7 @@ class ProxyGuard:
         """The editor's prompts the agent has not answered: id key -> session."""
         self._answered_editor: set[str] = set()
         """The editor's requests answered here: the agent's late answer is dropped."""
-        self._answered_agent: set[str] = set()
+        self._answered_agent: set[str] = set() if before is None else before._answered_agent
         """The agent's requests answered here: the editor's late answer is dropped."""
         self._fenced: set[str] = set()
         self._idled_here: set[str] = set()
@@ -189,6 +213,14 @@ class ProxyGuard:
             self._forward(text, message)
             return
         sid = session_id_of(message)
+        if sid is not None and sid in self.book.lost:
+            if key is not None:
+                why = self.book.lost[sid]
+                self._answer_editor(
+                    key, error(message["id"], -32603, f"acp-driver proxy: session {sid} was lost: {why}")
+                )
+            return
+        self.book.from_editor(message)
         if method == p.SESSION_PROMPT and key is not None and sid is not None:
             self._prompts[key] = sid
             self._fenced.discard(sid)
@@ -256,6 +288,12 @@ class ProxyGuard:
         if key is None:
             self._to_editor(item)
             return
+        own = self._own.pop(key, None)
+        if own is not None:
+            if not own.done():
+                own.set_result(message)
+            return
+        self.book.answered(key, message)
         sid = self._prompts.pop(key, None)
         if key in self._answered_editor:
             self._answered_editor.discard(key)
@@ -270,6 +308,9 @@ class ProxyGuard:
         """Whether the update goes on to the editor (it may end a cancelled turn)."""
         update = message["params"].get("update") if isinstance(message.get("params"), dict) else None
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
+        if sid in self.reopening:
+            self._trace("fenced", session=sid, update=kind, reason="replay of a re-opened session")
+            return False
         if sid in self._fenced and kind in self.profile.turn_updates:
             self.stats.fenced += 1
             self._trace("fenced", session=sid, update=kind)
@@ -409,6 +450,20 @@ class ProxyGuard:
                     {"jsonrpc": "2.0", "method": p.CANCEL_REQUEST, "params": {"requestId": request.id}}
                 )
 
+    # ------------------------------------------------------------------ the proxy's own requests
+
+    def request_own(self, method: str, params: dict[str, Any]) -> asyncio.Future[dict[str, Any] | None]:
+        """Send the agent a request of the proxy's (a respawn's replay); its answer is not the
+        editor's. The future gets the answer, or None if the agent ended first."""
+        request_id = f"{_OWN_PREFIX}{next(self._own_ids)}"
+        future: asyncio.Future[dict[str, Any] | None] = asyncio.get_running_loop().create_future()
+        key = id_key(request_id)
+        assert key is not None
+        self._own[key] = future
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        self.served.from_client(encode_relayed(message), message)
+        return future
+
     # ------------------------------------------------------------------ silence
 
     def _arm_silence(self) -> None:
@@ -444,10 +499,22 @@ class ProxyGuard:
     def _ended(self, reason: str, code: int) -> None:
         """The relay ended (the agent is gone, or the editor): what the editor still waits for
         is answered."""
+        for own in self._own.values():
+            if not own.done():
+                own.set_result(None)
+        self._own.clear()
         if self.editor_gone:
             return
         ending = ENDINGS[self.profile.turn_end]
+        for key, request in list(self.served.inflight.to_client.items()):
+            # Nobody can take the editor's answer any more: the question is withdrawn.
+            self._answered_agent.add(key)
+            self._send_editor(
+                {"jsonrpc": "2.0", "method": p.CANCEL_REQUEST, "params": {"requestId": request.id}}
+            )
         for key, request in list(self.served.inflight.to_agent.items()):
+            if isinstance(request.id, str) and request.id.startswith(_OWN_PREFIX):
+                continue
             self._answer_editor(
                 key, self._gone_answer(request.id, request.method, request.session_id, reason)
             )
