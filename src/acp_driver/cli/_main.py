@@ -251,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
     sub.add_parser("serve", help="serve an agent over WebSocket and HTTP (see: acp-driver serve --help)")
+    sub.add_parser(
+        "proxy",
+        help="run an agent behind acp-driver's guarantees, for an editor (see: acp-driver proxy --help)",
+    )
     sub.add_parser("trace", help="summarize a --trace file, or draw it (see: acp-driver trace --help)")
 
     check = sub.add_parser(

@@ -16,6 +16,11 @@ from ._defaults import (
 )
 
 if TYPE_CHECKING:
+    from ._relay import SubprocessBackend as SubprocessBackend
+    from ._relay_ledger import Pending as Pending
+    from ._relay_ledger import RelayLedger as RelayLedger
+    from ._relay_ledger import answer_for_gone_client as answer_for_gone_client
+    from ._served import ServedConnection as ServedConnection
     from ._server import ConfigError as ConfigError
     from ._server import RemoteServer as RemoteServer
     from ._server import ServerSettings as ServerSettings
@@ -29,13 +34,26 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_PORT",
     "ConfigError",
+    "Pending",
+    "RelayLedger",
     "RemoteServer",
+    "ServedConnection",
     "ServerSettings",
+    "SubprocessBackend",
+    "answer_for_gone_client",
     "serve_agent",
     "serve_command",
 ]
 
 _SERVER_NAMES = ("ConfigError", "RemoteServer", "ServerSettings", "serve_agent", "serve_command")
+_RELAY_NAMES = {
+    "Pending": "_relay_ledger",
+    "RelayLedger": "_relay_ledger",
+    "answer_for_gone_client": "_relay_ledger",
+    "ServedConnection": "_served",
+    "SubprocessBackend": "_relay",
+}
+"""The relay without the network front-ends (``acp-driver proxy`` uses it on stdio): no extra needed."""
 
 
 def __getattr__(name: str) -> Any:
@@ -44,4 +62,8 @@ def __getattr__(name: str) -> Any:
         from . import _server
 
         return getattr(_server, name)
+    if name in _RELAY_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_RELAY_NAMES[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
