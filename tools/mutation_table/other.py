@@ -98,7 +98,7 @@ MUTATIONS = [
         "otel-v2-agent-turn-to-idle",
         "OpenTelemetry: a v2 agent's turn span ends at the idle, not at the prompt's insertion",
         "trace/_otel.py",
-        "        if self._profile.turn_end is TurnEnd.PROMPT_ANSWER or not isinstance(result, dict):\n",
+        "        if self._profile.answer_ends_turn or not isinstance(result, dict):\n",
         "        if True:\n",
         ("tests/trace/test_otel.py::test_both_sides_of_a_cancelled_turn_in_one_trace",),
     ),

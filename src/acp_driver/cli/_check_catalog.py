@@ -405,3 +405,6 @@ CHECKS_V2: list[Check] = [
     EOF_CHECK,
 ]
 """The v2 audit, in the order reported; each check on a fresh agent."""
+
+AUDITS: dict[int, list[Check]] = {1: CHECKS, 2: CHECKS_V2}
+"""The audit of each version, by version number."""

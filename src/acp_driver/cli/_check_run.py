@@ -30,7 +30,7 @@ from typing import Any
 from ..aio import exit_description
 from ..core import RpcError
 from ..trace import Bound, bind
-from ._check_catalog import CHECKS, CHECKS_V2, rule_id
+from ._check_catalog import AUDITS, rule_id
 from ._check_rules import FAIL, SKIP, UNCANCELLABLE, WEDGED, Check, CheckResult
 from ._probe import START_TIMEOUT, AgentGone, Probe, SetupError
 
@@ -169,7 +169,7 @@ async def run_audit(
     audit.version = first.version
     if first.negotiation_note is not None:  # judged by the rules of what it speaks
         print(f"check: {first.negotiation_note}", file=sys.stderr, flush=True)
-    audit.checks = CHECKS_V2 if first.version == 2 else CHECKS
+    audit.checks = AUDITS[first.version]
     audit.slots = [None] * len(audit.checks)
     audit.info = first.agent_info
     if isinstance(first.trace, Bound):  # its wire so far belongs to its check

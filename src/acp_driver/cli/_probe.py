@@ -58,6 +58,7 @@ TURN_ACTIVITY = frozenset(
 commands, mode, config options, session info) do not: agents send them before any model call."""
 
 TURN_ACTIVITY_V2 = p.TURN_UPDATES_V2 - {"user_message", "user_message_chunk"}
+_ACTIVITY = {1: TURN_ACTIVITY, 2: TURN_ACTIVITY_V2}
 """v2: the updates that show foreground work at it (messages, thoughts, tool calls, plans,
 terminals). Neither ``state_update`` (``running`` may come before any model call) nor the
 session-wide ``usage_update`` (claude-agent-acp sends it before the model answers) counts."""
@@ -212,7 +213,7 @@ class Probe:
     @property
     def activity_kinds(self) -> frozenset[str]:
         """The update kinds that show a turn at work, in the version spoken."""
-        return TURN_ACTIVITY_V2 if self.version == 2 else TURN_ACTIVITY
+        return _ACTIVITY[self.version]
 
     async def wait_for(self, found: Callable[[], T | None], timeout: float) -> T | None:
         """Re-read the record at every arrival until ``found()`` gives something (returned), or
@@ -416,7 +417,7 @@ class Probe:
         if not isinstance(sid, str):
             raise SetupError(f"session/new: invalid response {excerpt(result)}")
         self.session_id = sid
-        if self.mode is not None and self.version == 2:  # v2 has no modes: the "mode" option
+        if self.mode is not None and profile_for(self.version).modes_are_options:
             await self._step(
                 f"session/set_config_option mode={self.mode!r}",
                 p.SESSION_SET_CONFIG_OPTION,

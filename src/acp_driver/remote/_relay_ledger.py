@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import protocol as p
-from ..core import PROFILES, NegotiationError, TurnEnd, read_answer
+from ..core import PROFILES, NegotiationError, read_answer
 from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
 
 INITIALIZE_REPLY: Final = "initialize"
@@ -120,7 +120,7 @@ class RelayLedger:
             return CONNECTION
         if request.method == p.SESSION_PROMPT and "result" in message and request.session_id is not None:
             profile = PROFILES.get(self.version) if self.version is not None else None
-            if profile is not None and profile.turn_end is TurnEnd.IDLE_STATE:
+            if profile is not None and profile.holds_prompts:
                 # v2: an inserted prompt starts foreground work, which runs until its idle (the
                 # running ``state_update`` follows the answer).
                 self.working.add(request.session_id)
