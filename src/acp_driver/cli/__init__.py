@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections.abc
 import sys
-from collections.abc import Sequence
+
+__all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: collections.abc.Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args and args[0] == "agent":

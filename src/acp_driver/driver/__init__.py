@@ -86,6 +86,8 @@ __all__ = [
     "PlanUpdate",
     "ProcessPeer",
     "PromptTurn",
+    "RemoteAgent",
+    "RemoteSession",
     "Resolution",
     "Rung",
     "Scope",

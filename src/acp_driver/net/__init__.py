@@ -7,12 +7,12 @@ httpx), imported only when a transport is opened; the wire constants and codecs 
 beyond the standard library. Names load lazily (``acp_driver._lazy``).
 """
 
-from typing import TYPE_CHECKING
+import typing
 
 from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._client_base": ("ClientTransport",),
@@ -40,7 +40,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     },
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._client_base import ClientTransport as ClientTransport
     from ._open import SCHEMES as SCHEMES
     from ._open import cookie_jar as cookie_jar

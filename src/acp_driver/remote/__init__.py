@@ -4,7 +4,7 @@ Needs the ``remote`` extra (``pip install -e '.[remote]'`` in the project's chec
 the stdio path.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ._defaults import (
@@ -15,7 +15,7 @@ from ._defaults import (
     DEFAULT_PORT,
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._relay import SubprocessBackend as SubprocessBackend
     from ._relay_ledger import Pending as Pending
     from ._relay_ledger import RelayLedger as RelayLedger
@@ -56,7 +56,7 @@ _RELAY_NAMES = {
 """The relay without the network front-ends (``acp-driver proxy`` uses it on stdio): no extra needed."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     # The server's modules load on first use: a client-only program does not pay for them.
     if name in _SERVER_NAMES:
         from . import _server
