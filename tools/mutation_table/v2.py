@@ -365,4 +365,12 @@ MUTATIONS = [
         "",
         ("tests/agent/test_v2_in_process.py::test_a_span_ending_after_its_client_left_leaves_no_task_error",),
     ),
+    Mutation(
+        "v2-agent-refuses-block-types-it-does-not-take",
+        "v2 agent (ContentBlock): a prompt with a content block type the agent does not take is -32602",
+        "agent/_spans.py",
+        '        _refuse_unsupported_blocks(runtime.agent.prompt_capabilities, params["prompt"])\n',
+        "",
+        ("tests/agent/test_v2_runtime.py::test_a_block_type_the_agent_does_not_take_is_invalid_params",),
+    ),
 ]
