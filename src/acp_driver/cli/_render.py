@@ -297,6 +297,9 @@ class ConsoleOutput(Output):
                 )
             )
         )
+        note = getattr(agent, "negotiation_note", None)
+        if note:
+            self._info(_text((f"note: {note}", "yellow")))
 
     def session_started(self, session: Any) -> None:
         sid = shown(session.id)

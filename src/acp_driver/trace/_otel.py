@@ -19,6 +19,9 @@ host's role) or to ``serve_stdio``/``run_agent`` (the agent's), alone or in a ``
   keys there; every ACP type carries ``_meta``, so every peer accepts it), and an agent's sink
   continues the trace from it.
 
+What reaches a span is redacted first, by the trace file's rule (``_redact``): a message (so an
+error status never carries a token) and an event's fields.
+
 The ``opentelemetry`` package is imported here only, when an ``OtelSink`` is made: nothing of
 it loads on any other path. Spans go wherever the application's ``TracerProvider`` sends them.
 """
@@ -31,6 +34,7 @@ import orjson
 
 from .. import __version__
 from .. import protocol as p
+from ._redact import Redactor, redact_fields
 
 _SESSION_KEYS = ("sessionId",)
 
@@ -54,6 +58,7 @@ class OtelSink:
         self._prepared: dict[Any, Any] = {}
         """Session id -> a turn span started by ``meta`` for a prompt about to be sent."""
         self._updates: dict[Any, int] = {}
+        self._redactor = Redactor()
 
     # ------------------------------------------------------------------ TraceSink
 
@@ -69,11 +74,13 @@ class OtelSink:
             message = orjson.loads(data)
         except orjson.JSONDecodeError:
             return
+        message = self._redactor.wire(direction, data, message)
         for item in message if isinstance(message, list) else [message]:
             if isinstance(item, dict):
                 self._message(direction, item)
 
     def event(self, kind: str, **fields: Any) -> int | None:
+        fields = redact_fields(fields)
         session = fields.get("session")
         turn = self._turns.get(session)
         attributes = {f"acp.{k}": _attr(v) for k, v in fields.items() if v is not None and k != "schedule"}
