@@ -290,3 +290,31 @@ async def test_a_v2_permission_request_is_named_by_its_title(tmp_path: Path) -> 
     assert permission.title == asked["title"]
     assert f"permissions: 1: {asked['title']}: selected" in summarize(read_trace(path))
     assert f"permission: {html.escape(asked['title'])} -&gt; selected" in render_html(read_trace(path))
+
+
+async def test_a_v2_trace_credits_each_held_prompts_work_to_its_own_turn(tmp_path: Path) -> None:
+    """The reader asks the same lifecycle as the host: while a v2 turn works, a prompt held
+    behind it is a turn of its own, and the running work's chunks are the running turn's (not
+    the newest prompt's); each turn ends at its own idle."""
+    import asyncio
+
+    from acp_driver.driver import launch, reference_agent_argv
+
+    path = tmp_path / "held.ndjson"
+    async with asyncio.timeout(60):
+        agent = await launch(reference_agent_argv(), protocol=2, trace=str(path))
+        async with agent:
+            session = await agent.new_session(tmp_path)
+            first = session.prompt("/stream 5 40")
+            async for _update in first:
+                break  # it works: the next prompt is held
+            held = session.prompt("held")
+            assert (await first).stop_reason == "end_turn"
+            assert (await held).stop_reason == "end_turn"
+    one, two = read_trace(path).turns
+    assert one.update_kinds().get("agent_message_chunk") == 5
+    assert two.update_kinds().get("agent_message_chunk") == 1
+    assert (one.stop_reason, two.stop_reason) == ("end_turn", "end_turn")
+    assert one.end_eid is not None
+    assert two.end_eid is not None
+    assert one.end_eid < two.end_eid

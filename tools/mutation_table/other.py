@@ -116,9 +116,9 @@ MUTATIONS = [
     Mutation(
         "trace-late-tool-call",
         "trace reader: an update of an earlier turn's tool call is late, as the driver says",
-        "trace/_model.py",
-        "            if isinstance(call, str) and call not in turn.tool_calls and earlier:\n",
-        "            if False:\n",
+        "core/_lifecycle.py",
+        "            elif owner != turn:\n                return None  # a tool call of the finished turn the running one never announced\n",
+        "",
         (
             "tests/trace/test_lifecycle.py::test_updates_after_the_answer_are_late_on_the_turn_they_came_after",
         ),
