@@ -157,7 +157,7 @@ MUTATIONS = [
         "trace-late-tool-call",
         "trace reader: an update of an earlier turn's tool call is late, as the driver says",
         "trace/_model.py",
-        "            if isinstance(call, str) and call not in turn.tool_calls and earlier:\n",
+        "            if new and earlier:\n",
         "            if False:\n",
         (
             "tests/trace/test_lifecycle.py::test_updates_after_the_answer_are_late_on_the_turn_they_came_after",

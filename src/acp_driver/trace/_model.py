@@ -424,9 +424,11 @@ class _Analysis:
             return
         call = update.get("toolCallId") if isinstance(update, dict) else None
         if turn is not None:
-            # A tool call of an earlier turn (ids are unique in a session) is late even now.
-            earlier = [t for t in peer.sessions[str(session)][:-1] if call in t.tool_calls]
-            if isinstance(call, str) and call not in turn.tool_calls and earlier:
+            # A tool call of an earlier turn (ids are unique in a session) is late even now
+            # (looked for only for a tool call new to this turn: a long session has many turns).
+            new = isinstance(call, str) and call not in turn.tool_calls
+            earlier = [t for t in peer.sessions[str(session)][:-1] if call in t.tool_calls] if new else []
+            if new and earlier:
                 earlier[-1].late.append(
                     self.moment(event, "late", f"{kind} of a tool call of turn {earlier[-1].index}")
                 )
