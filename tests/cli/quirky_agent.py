@@ -33,6 +33,8 @@ audit's verdict on it can be tested against a real process over real pipes.
     --name NAME             the agentInfo name it reports
     --refuse-v2             an initialize asking another version than 1 is answered -32022
                             naming 1 as the only version spoken (as the v2 schema says)
+    --echo-version          initialize is answered with the client's own protocolVersion (as
+                            many v1 agents do), in v1's field names; it still speaks v1
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
     --fail-after N          with --pidfile: exit at once (status 3) if N pids are in it already
@@ -121,7 +123,7 @@ class Agent:
                 {
                     "id": rid,
                     "result": {
-                        "protocolVersion": 1,
+                        "protocolVersion": params.get("protocolVersion") if self.opts.echo_version else 1,
                         "agentCapabilities": {},
                         "authMethods": methods,
                         "agentInfo": {"name": self.opts.name, "version": "1"},
@@ -285,6 +287,7 @@ def main() -> None:
     parser.add_argument("--auth", default=None)
     parser.add_argument("--name", default="quirky-agent")
     parser.add_argument("--refuse-v2", action="store_true")
+    parser.add_argument("--echo-version", action="store_true")
     parser.add_argument("--in-flight", action="store_true")
     parser.add_argument("--refuse-cancel", type=int, default=None)
     parser.add_argument("--stall", action="store_true")

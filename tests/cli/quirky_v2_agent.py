@@ -20,6 +20,8 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
                              session/set_config_option (a value of type "id", as the schema says;
                              another value is refused -32602)
     --no-message-id          a prompt is answered {} (no messageId)
+    --reuse-reply-id         every reply's chunks carry the same messageId "reply" (as
+                             claude-agent-acp does behind a model server with fixed ids)
     --no-user-message        no user_message for an inserted prompt
     --no-running             no running state_update when the work starts
     --late-update            a cancelled work sends one more chunk after its idle
@@ -211,7 +213,7 @@ class Agent:
         answer = {"id": work.rid, "result": {} if self.opts.no_message_id else {"messageId": mid}}
         if not (self.opts.answer_at_end or self.opts.answer_at_cancel):
             send(answer)
-        reply = f"a{next(ids)}"
+        reply = "reply" if self.opts.reuse_reply_id else f"a{next(ids)}"
         asks = self.opts.ask_mode is None or session.mode == self.opts.ask_mode
         if "permission" in work.text and asks:
             stop = self.permission(session, work)
@@ -410,6 +412,7 @@ def main() -> None:
         "--snapshot-after-answer",
         "--snapshot-before-replay",
         "--idle-snapshot",
+        "--reuse-reply-id",
     ):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--unknown-method-code", type=int, default=-32601)

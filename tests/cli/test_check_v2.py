@@ -125,11 +125,12 @@ def test_acp_driver_protocol_sets_the_default(monkeypatch: pytest.MonkeyPatch) -
     [
         pytest.param(QUIRKY, id="answers-1"),
         pytest.param([*QUIRKY, "--refuse-v2"], id="refuses-2-with-32022"),
+        pytest.param([*QUIRKY, "--echo-version"], id="echoes-2-in-v1s-shape"),
     ],
 )
 def test_auto_audits_a_v1_agent_by_the_v1_rules(agent: list[str]) -> None:
-    """A v1 agent answers 1 to a request for 2 (it reads v1's field names), or refuses 2 with
-    -32022 naming 1: audited with the v1 rules, on every fresh agent."""
+    """A v1 agent answers 1 to a request for 2 (it reads v1's field names), refuses 2 with
+    -32022 naming 1, or echoes 2 in v1's shape: audited with the v1 rules, on every fresh agent."""
     code, doc = check("--protocol", "auto", agent=agent)
     assert doc["protocolVersion"] == 1, doc
     found = by_rule(doc)
@@ -142,7 +143,7 @@ def test_auto_audits_a_v1_agent_by_the_v1_rules(agent: list[str]) -> None:
 @pytest.mark.parametrize(
     ("protocol", "agent", "said"),
     [
-        ("2", QUIRKY, "the agent answered protocolVersion 1; the audit asked for 2"),
+        ("2", QUIRKY, "agent speaks ACP protocol version 1; acp-driver asked for 2 (--protocol)"),
         ("1", QUIRKY_V2, "initialize: Unsupported protocol version"),
     ],
 )

@@ -225,6 +225,13 @@ def test_agent_error_exits_4() -> None:
     assert "out of tokens" in result.stderr
 
 
+def test_agent_error_exits_4_in_v2_too() -> None:
+    """v2 reports a failed turn as an idle with stop reason ``error``: a turn error, exit 4."""
+    result = run("run", "--protocol", "2", "/fail out of tokens")
+    assert result.returncode == 4, result.stderr
+    assert "turn error (stop reason error" in result.stderr
+
+
 def test_agent_dying_mid_turn_exits_3(tmp_path: Path) -> None:
     script = tmp_path / "dies.py"
     script.write_text(
@@ -341,3 +348,22 @@ def test_check_table_output() -> None:
     assert result.returncode == 0
     assert "cancellation audit of" in result.stdout
     assert "every MUST rule passed" in result.stdout
+
+
+def test_chat_v2_shows_every_turn_when_the_agent_reuses_one_message_id() -> None:
+    """An agent whose every reply carries the same ``messageId`` (claude-agent-acp behind a model
+    server with fixed ids): the second turn's text is the second turn's, not the first's (the
+    id was of a turn that ended) nor background work."""
+    agent = [sys.executable, str(Path(__file__).with_name("quirky_v2_agent.py")), "--reuse-reply-id"]
+    env = {**os.environ, "NO_COLOR": "1"}
+    result = subprocess.run(
+        [*CLI, "chat", "--protocol", "2", "--agent", " ".join(agent)],
+        input="say hi\nsay bye\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "say hi\nsay bye\n", result.stderr
+    assert result.stderr.count("turn completed") == 2

@@ -24,6 +24,7 @@ from acp_driver.driver import (
     Rung,
     allow_all,
 )
+from acp_driver.services import LocalFileSystem, LocalTerminals
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
@@ -162,7 +163,16 @@ async def test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else(tm
         await first_update(running_turn)
         held = session.prompt("held")
         outcome = await held.cancel()
-        assert (outcome.resolution, outcome.resolved_by) == (Resolution.CANCELLED, "withdrawn")
+        assert (outcome.resolution, outcome.resolved_by, outcome.steps) == (
+            Resolution.CANCELLED,
+            "withdrawn",
+            ("withdraw",),
+        )
+        # The agent's -32800 confirms the host's withdrawal: the host cancelled it, and the
+        # cancel's time counts from cancel(), not from the prompt.
+        result = await held
+        assert (result.cancelled_by, result.cancel) == ("host", outcome)
+        assert outcome.elapsed <= result.elapsed
         assert "session/cancel" not in wire.methods()
         assert [m["params"]["requestId"] for m in wire.out if m.get("method") == "$/cancel_request"] == [
             held.request_id
@@ -186,7 +196,9 @@ async def test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inser
         outcome = await withdrawn.cancel()
         assert (await first).stop_reason == "end_turn", wire.dump()
         assert (outcome.resolution, withdrawn.stop_reason) == (Resolution.CANCELLED, "cancelled"), wire.dump()
-        assert "session_cancel" in outcome.steps, wire.dump()
+        assert outcome.steps[:2] == ("withdraw", "session_cancel"), wire.dump()
+        assert withdrawn.result is not None
+        assert withdrawn.result.cancelled_by == "host"
         assert withdrawn.request_id in [
             m["params"]["requestId"] for m in wire.out if m.get("method") == "$/cancel_request"
         ]
@@ -315,3 +327,183 @@ async def test_an_agent_gone_mid_span_resolves_the_turn(tmp_path: Path) -> None:
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("process supervision tests are Linux-only")
+
+
+async def test_auto_speaks_v1_with_an_agent_that_echoes_2_in_v1s_shape(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Many v1 agents echo the client's ``protocolVersion``: the answer's shape decides (one
+    warning says so), and the turn completes the v1 way with every chunk in it."""
+    wire = Wire()
+    services = ClientServices(permission=allow_all, fs=LocalFileSystem(), terminals=LocalTerminals())
+    async with running(
+        script("echoes_version"), protocol="auto", tracer=wire.trace, services=services
+    ) as agent:
+        # Asked under auto, a v1 agent still gets v1's client capabilities (fs, terminal).
+        (asked,) = wire.sent("initialize")
+        assert asked["params"]["clientCapabilities"] == {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": True,
+        }
+        assert agent.protocol_version == 1
+        assert agent.negotiation_note == "agent claims v2 but answers v1: speaking v1"
+        assert "agent claims v2 but answers v1: speaking v1" in caplog.text
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("hi")
+        texts = [getattr(u, "text", "") async for u in turn]
+        result = await turn
+        assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+        assert texts == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
+
+
+async def test_insisting_on_2_with_an_agent_that_echoes_it_in_v1s_shape_fails_the_start() -> None:
+    with pytest.raises(AgentStartError, match="answered the v1 way"):
+        async with running(script("echoes_version"), protocol=2):
+            pass
+
+
+@pytest.mark.parametrize("behavior", ["ignore-cancel", "hang"])
+async def test_a_held_prompt_whose_withdrawal_is_never_confirmed_resolves_at_the_budget(
+    tmp_path: Path, behavior: str
+) -> None:
+    """The agent ignores ``$/cancel_request`` and its current span runs on: the held turn is
+    resolved by the host at the budget (on the fake clock: exactly then), says so, and touched
+    nothing else -- no session/cancel, no signal."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 2.0
+    async with running(
+        v2(behavior), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        work = session.prompt("/stream 100000 20")
+        await first_update(work)
+        held = session.prompt("held behind it")
+        await eventually(lambda: held.request_id is not None, "the held prompt to go out")
+        canceller = asyncio.create_task(held.cancel())
+        await eventually(lambda: held.ladder is not None, "the withdrawal")
+        assert wire.sent("$/cancel_request")[-1]["params"]["requestId"] == held.request_id
+        assert clock.next_deadline == T0 + budget  # (request timeouts come later)
+        clock.advance_to(T0 + budget - 0.001)
+        assert not held.done
+        clock.advance_to(T0 + budget)
+        outcome = await canceller
+        assert (outcome.resolution, outcome.resolved_by, outcome.steps) == (
+            Resolution.CANCELLED,
+            "unconfirmed",
+            ("withdraw",),
+        )
+        assert outcome.elapsed == budget
+        result = await held
+        assert (result.cancelled_by, result.cancel) == ("host", outcome)
+        assert "session/cancel" not in wire.methods()
+        assert not work.done  # the running work was not touched
+        assert agent.returncode is None
+
+
+async def test_a_prompt_nothing_runs_ahead_of_and_the_agent_never_answers_climbs_the_ladder(
+    tmp_path: Path,
+) -> None:
+    """A wedged agent (the prompt never answered, no user_message, nothing running): its cancel
+    is the full ladder -- session/cancel, $/cancel_request for the prompt, SIGTERM, SIGKILL --
+    within the budget, as in v1."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 2.0
+    async with running(
+        script("swallows_prompts_v2"),
+        protocol=2,
+        clock=clock,
+        tracer=wire.trace,
+        ladder=LadderPolicy(budget=budget),
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("anything")
+        await eventually(lambda: turn.request_id is not None, "the prompt to go out")
+        canceller = asyncio.create_task(turn.cancel())
+        await eventually(lambda: turn.ladder is not None, "the ladder")
+        assert wire.methods()[-1] == "session/cancel"
+        clock.advance_to(T0 + budget * 0.5)
+        await eventually(lambda: "$/cancel_request" in wire.methods(), "the middle rung")
+        assert wire.sent("$/cancel_request")[-1]["params"]["requestId"] == turn.request_id
+        clock.advance_to(T0 + budget * 0.75)  # SIGTERM: this agent ignores it
+        clock.advance_to(T0 + budget)  # SIGKILL
+        outcome = await canceller
+        assert outcome.resolution is Resolution.KILLED
+        assert outcome.resolved_by == "kill"
+        assert outcome.elapsed == budget
+
+
+async def test_an_answer_and_the_lines_that_came_with_it_are_handled_in_wire_order(tmp_path: Path) -> None:
+    """The answer ``{messageId}``, the span's chunks and its idle in one read, no user_message:
+    the answer inserts the prompt before the chunks are routed, so they are the turn's and the
+    idle ends it -- twice, so that the second turn is no accident of the first."""
+    async with running(script("answer_with_its_lines_v2"), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        for _ in range(2):
+            turn = session.prompt("hi")
+            async with asyncio.timeout(10):
+                texts = [u.raw["content"]["text"] async for u in turn if u.kind == "agent_message_chunk"]
+                result = await turn
+            assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+            assert texts == ["one ", "two"]
+        assert list(session.background_updates) == []
+
+
+@pytest.mark.parametrize("answer", ["null", "5", '"x"', '{"messageId": 7}', '{"messageId": ["u1"]}', "[]"])
+async def test_a_malformed_prompt_answer_is_a_clear_protocol_error(
+    tmp_path: Path, answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSWER_JSON", answer)
+    async with running(script("answer_with_its_lines_v2"), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        async with asyncio.timeout(10):
+            result = await session.prompt("hi")
+        assert result.resolution is Resolution.ERROR
+        assert result.error is not None
+        assert "answered without a messageId" in str(result.error)
+
+
+async def test_an_agent_that_answers_a_v2_prompt_the_v1_way_is_spoken_to_in_v1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing in its ``initialize`` answer says v1 (it echoes 2, with no capabilities or info):
+    the first prompt answered with a stop reason and no messageId does. The turn ends with that
+    stop reason and every chunk it streamed; the next turn is v1's."""
+    monkeypatch.setenv("ECHO_SHAPELESS", "1")
+    async with running(script("echoes_version"), protocol="auto") as agent:
+        assert agent.protocol_version == 2
+        session = await agent.new_session(tmp_path)
+        for _ in range(2):
+            turn = session.prompt("hi")
+            async with asyncio.timeout(10):
+                result = await turn
+            texts = [u.raw["content"]["text"] for u in turn._buffer if u.kind == "agent_message_chunk"]
+            assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+            assert texts == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
+            assert agent.protocol_version == 1
+        assert agent.negotiation_note == "agent answered a v2 prompt the v1 way: speaking v1"
+
+
+@pytest.mark.parametrize(("version", "said"), [(2, '"outcome": "cancelled"'), (1, '"code": -32800')])
+async def test_a_question_withdrawn_before_the_policy_ran_is_answered_by_the_versions_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, said: str
+) -> None:
+    """v2: a permission request the agent withdraws is answered with the ``cancelled`` outcome,
+    also when the withdrawal is read before the host's policy ever ran; v1: ``-32800``."""
+    monkeypatch.setenv("QUESTION_PROTOCOL", str(version))
+    asked: list[PermissionRequest] = []
+
+    async def policy(request: PermissionRequest) -> str:
+        asked.append(request)
+        return "allow"
+
+    services = ClientServices(permission=policy)
+    async with running(script("withdraws_question"), protocol=version, services=services) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("ask")
+        async with asyncio.timeout(10):
+            texts = [u.raw["content"]["text"] async for u in turn if u.kind == "agent_message_chunk"]
+            result = await turn
+        assert result.stop_reason == "end_turn"
+        (text,) = texts
+        assert said in text
+        assert asked == []  # the policy never ran

@@ -11,7 +11,11 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
+
+import httpx
+import orjson
 
 from acp_driver.agent import Agent, Turn
 from acp_driver.core import Resolution, Rung
@@ -19,7 +23,7 @@ from acp_driver.remote import RemoteServer, serve_agent, serve_command
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
-from .serving import HttpClient, WsClient, pid_gone, text_prompt
+from .serving import AGENTS, INIT_PARAMS, HttpClient, WsClient, pid_gone, text_prompt
 
 T0 = 1000.0
 BUDGET = 8.0
@@ -77,6 +81,32 @@ async def test_a_wedged_agent_gets_every_rung_at_its_moment() -> None:
         assert conn.ladder.elapsed == BUDGET  # fake time: exactly the budget
         assert pid is not None
         assert pid_gone(pid)
+
+
+async def test_terminate_closes_the_agents_input_before_sigterm(tmp_path: Path) -> None:
+    """The TERMINATE rung ends the agent's input, then signals: an agent reading its input at
+    SIGTERM finds its end (a stdio agent may treat EOF as "stop now")."""
+    clock = FakeClock(T0)
+    report = tmp_path / "at-sigterm"
+    witness = [sys.executable, str(AGENTS / "term_witness.py"), str(report)]
+    async with (
+        asyncio.timeout(60),
+        server(serve_command(witness, port=0, cancel_budget=BUDGET, clock=clock), clock) as srv,
+    ):
+        async with WsClient.connect(srv.url) as client:
+            sid = await client.open_session()
+            await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("wedged")})
+            await client.next()  # its update: the agent has the prompt (and reads no more)
+            conn = await _one_connection(srv)
+            await eventually(lambda: bool(conn.inflight.prompts()), "the prompt to reach the relay")
+        await eventually(lambda: conn.ladder is not None, "the connection's end")
+        clock.advance_to(T0 + BUDGET * 0.75 - 0.001)
+        assert not conn.backend.exited
+        clock.advance_to(T0 + BUDGET * 0.75)
+        assert conn.ladder.taken[-1] == (T0 + BUDGET * 0.75, Rung.TERMINATE)
+        await asyncio.wait_for(conn.wait_ended(), 30)
+        assert report.read_text() == "stdin closed"
+        assert conn.ladder.resolution is Resolution.CANCELLED  # it exited on SIGTERM
 
 
 async def test_a_polite_agent_is_done_before_any_time_passes() -> None:
@@ -187,3 +217,26 @@ async def test_an_http_stream_closing_counts_as_activity_on_the_servers_clock() 
         clock.advance_to(T0 + 31.0)
         assert conn.ending
         assert conn.end_reason == "idle for 10 s"
+
+
+async def test_an_initialize_the_agent_never_answers_is_504_at_the_timeout_on_the_clock() -> None:
+    clock = FakeClock(T0)
+    mute = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # reads, never answers
+    init = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS})
+    async with (
+        asyncio.timeout(60),
+        server(serve_command(mute, port=0, initialize_timeout=10.0, clock=clock), clock) as srv,
+        httpx.AsyncClient() as http,
+    ):
+        posting = asyncio.ensure_future(
+            http.post(srv.url, content=init, headers={"Content-Type": "application/json"})
+        )
+        await eventually(lambda: T0 + 10.0 in clock.deadlines, "initialize to wait on the server's clock")
+        clock.advance_to(T0 + 9.999)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not posting.done()
+        clock.advance_to(T0 + 10.0)
+        response = await posting
+        assert response.status_code == 504
+        assert "did not answer initialize in time" in response.text

@@ -13,6 +13,7 @@ from acp_driver import RequestCancelledError, RpcError
 from acp_driver.services import LocalTerminals, ServiceError
 from acp_driver.services._terminals import utf8_complete_end, utf8_tail_start
 
+from ..fakeclock import FakeClock
 from ..waiting import eventually
 from ._helpers import FakeSession, FakeTurn, live_members, pid_alive, wait_group_gone
 
@@ -336,6 +337,39 @@ async def test_kill_escalates_to_sigkill(session):
         assert live_members(terminal.pgid) == []
     finally:
         await terminals.aclose()
+
+
+async def test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock(session):
+    """``kill_grace`` is measured on the service's clock: SIGKILL comes exactly then, not later
+    (and the kill returns only once the group is gone)."""
+    t0, grace = 1000.0, 3.0
+    clock = FakeClock(t0)
+    terminals = LocalTerminals(kill_grace=grace, clock=clock)
+    try:
+        tid = await terminals.create(
+            session, session, params("sh", "-c", "trap '' TERM; echo ready; sleep 60 & wait")
+        )
+        terminal = terminals.terminals[tid]
+        await eventually(lambda: "ready" in terminal.output_text(), what="trap set")
+        killing = asyncio.ensure_future(terminals.kill(session, tid))
+        await eventually(lambda: clock.deadlines == [t0 + grace], what="SIGTERM sent, SIGKILL due")
+        clock.advance_to(t0 + grace - 0.001)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not killing.done()
+        assert terminal.process.returncode is None  # it ignores SIGTERM: still running
+        clock.advance_to(t0 + grace)
+        async with asyncio.timeout(30):
+            await killing
+        assert await terminals.wait_for_exit(session, tid) == {"exitCode": None, "signal": "SIGKILL"}
+        assert clock.t == t0 + grace  # no other wait of the clock's was needed
+        assert live_members(terminal.pgid) == []
+    finally:
+        # Whatever failed, end everything: a kill waiting on the fake clock needs it moved on.
+        closing = asyncio.ensure_future(terminals.aclose())
+        while not closing.done():
+            clock.advance(grace)
+            await asyncio.sleep(0.01)
 
 
 async def test_wait_for_exit_returns_when_killed_elsewhere(terminals, session):

@@ -244,4 +244,20 @@ MUTATIONS = [
         "            tracer=tracer,\n",
         ("tests/driver/test_faults.py::test_a_tracer_that_raises_never_breaks_the_connection",),
     ),
+    Mutation(
+        "handler-timeout-cascades",
+        "a handler whose own timeout fired cancels the requests it made ($/cancel_request), also from a task of its own",
+        "aio/_serving.py",
+        "                    if not scope.expired():\n                        raise\n                    self._cascade(entry)\n",
+        "                    if not scope.expired():\n                        raise\n",
+        ("tests/aio/test_handler_timeout.py",),
+    ),
+    Mutation(
+        "handler-timeout-on-the-injected-clock",
+        "a handler's timeout (-32800) runs on the connection's injected clock",
+        "aio/_serving.py",
+        "                    async with timeout_on(self.clock, timeout) as scope:\n",
+        "                    async with timeout_on(None, timeout) as scope:\n",
+        ("tests/aio/test_handler_timeout.py",),
+    ),
 ]

@@ -93,8 +93,8 @@ MUTATIONS = [
         "check-terminal-offered",
         "check --terminal: terminals are offered in initialize",
         "cli/_probe.py",
-        '                "terminal": self.terminal,\n',
-        '                "terminal": False,\n',
+        '"terminal": self.terminal}',
+        '"terminal": False}',
         ("tests/cli/test_check_wire.py::test_terminal_offers_real_terminals_for_agents_that_ask_only_then",),
     ),
     Mutation(
@@ -122,20 +122,15 @@ MUTATIONS = [
         ("tests/trace/test_trace_cli.py::test_check_links_each_verdict_to_the_moments_that_prove_it",),
     ),
     Mutation(
-        "check-negotiate-falls-back-after-32022",
-        "check --protocol auto: a -32022 naming 1 is asked again for 1",
-        "cli/_probe.py",
-        '            if not (wanted == "auto" and exc.code == p.UNSUPPORTED_PROTOCOL_VERSION and spoken):\n',
-        "            if True:\n",
-        ("tests/cli/test_check_v2.py::test_auto_audits_a_v1_agent_by_the_v1_rules",),
-    ),
-    Mutation(
         "check-negotiate-insists",
         "check --protocol 1|2: an agent answering another version is an error",
-        "cli/_probe.py",
-        ' or wanted not in ("auto", version):',
-        ":",
-        ("tests/cli/test_check_v2.py::test_insisting_on_a_version_the_agent_does_not_speak_is_an_error",),
+        "core/_negotiation.py",
+        '    if profile is None or (wanted != "auto" and profile.version != wanted):\n',
+        "    if profile is None:\n",
+        (
+            "tests/cli/test_check_v2.py::test_insisting_on_a_version_the_agent_does_not_speak_is_an_error",
+            "tests/driver/test_v2_host.py::test_insisting_on_a_version_the_agent_does_not_speak_fails_the_start",
+        ),
     ),
     Mutation(
         "check-v2-mode-is-a-config-option",
@@ -148,9 +143,9 @@ MUTATIONS = [
     Mutation(
         "check-v2-auth-login",
         "check: --auth in v2 is auth/login",
-        "cli/_probe.py",
-        "            method = p.AUTH_LOGIN if self.version == 2 else p.AUTHENTICATE\n",
-        "            method = p.AUTHENTICATE\n",
+        "core/_profile.py",
+        "    auth_login=p.AUTH_LOGIN,\n",
+        "    auth_login=p.AUTHENTICATE,\n",
         ("tests/cli/test_check_v2.py::test_v2_setup_uses_v2_methods",),
     ),
     Mutation(

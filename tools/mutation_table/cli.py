@@ -363,9 +363,9 @@ MUTATIONS = [
     Mutation(
         "cli-v2-mode-error-says-what-was-sent",
         "run --mode in v2: a refusal names session/set_config_option (what was sent), not set_mode",
-        "cli/_start.py",
-        "    if session.spans is not None:\n        return f'session/set_config_option",
-        "    if False:\n        return f'session/set_config_option",
+        "core/_profile.py",
+        "    modes_are_options=True,\n",
+        "    modes_are_options=False,\n",
         (
             "tests/cli/test_run_reports.py::test_a_mode_a_v2_agent_refuses_says_what_was_sent_and_what_it_offers",
         ),

@@ -104,4 +104,20 @@ MUTATIONS = [
         " or self._abandoned else",
         ("tests/driver/test_v2_host.py::test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host",),
     ),
+    Mutation(
+        "json-deep-nesting-is-a-parse-error",
+        "JSON nested too deep for any parser ([ x 100 000) is a parse error in serve, the network clients and stdio, never a RecursionError",
+        "core/_json.py",
+        "    except RecursionError:  # deeper than the interpreter's stack: a parse error, not a crash\n",
+        "    except ZeroDivisionError:\n",
+        ("tests/remote/test_deep_json.py", "tests/core/test_envelope.py"),
+    ),
+    Mutation(
+        "json-too-deep-to-encode-is-answered",
+        "a reply too deep to encode (an echo of params nested 500 deep) is answered -32603, never left unanswered",
+        "core/_json.py",
+        "        except (TypeError, RecursionError):  # not JSON, or nested too deep for scrub as well\n",
+        "        except TypeError:\n",
+        ("tests/aio/test_too_deep.py",),
+    ),
 ]

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import current_request, wait_on
-from ..core import RequestCancelledError, RpcError
+from ..core import ConnectionClosedError, RequestCancelledError, RpcError
 from ._params import check_params, params_problem
 from ._turn import Session, Turn
 
@@ -68,7 +68,7 @@ class Spans:
     async def prompt(self, params: Any) -> dict[str, Any]:
         """``session/prompt`` in v2: hold, insert, answer with the message id, start the span."""
         runtime = self.runtime
-        params = check_params(p.SESSION_PROMPT, params)
+        params = check_params(self.runtime.profile, p.SESSION_PROMPT, params)
         session = runtime._session(params)
         ctx = current_request()
         task = asyncio.current_task()
@@ -83,7 +83,9 @@ class Spans:
                 # closing: answered -32800 by the connection; the running span is untouched.
                 if entry in session.held:
                     session.held.remove(entry)
-                    self._release_next(session)
+                # Also when its gate was opened already (the cancel was read in the iteration that
+                # released it): it was next, so the one after it is now.
+                self._release_next(session)
                 raise
         if session.closed:
             raise RequestCancelledError("the session was closed")
@@ -165,6 +167,8 @@ class Spans:
         session.work_state = "idle"
         try:
             await self._send(session, update)
+        except ConnectionClosedError:  # the client is gone: no one to tell (and no task error left)
+            logger.debug("connection closed before the idle of %s", session.id)
         finally:
             self._finish(session, turn)
 
@@ -245,7 +249,7 @@ class Spans:
     async def session_cancel(self, params: Any) -> None:
         """``session/cancel``: the span and the prompts held now (never one sent after it)."""
         runtime = self.runtime
-        problem = params_problem(p.SESSION_CANCEL, params)
+        problem = params_problem(self.runtime.profile, p.SESSION_CANCEL, params)
         if problem is not None:  # a notification: never answered, only logged
             logger.debug("ignoring session/cancel: invalid params: %s", problem)
             return
@@ -263,7 +267,7 @@ class Spans:
         """``session/close``: its work cancelled, the idle ``cancelled`` sent, then the answer and
         nothing more of the session. An unknown session is ``-32002`` (clients count it closed)."""
         runtime = self.runtime
-        session = runtime._session(check_params(p.SESSION_CLOSE, params))
+        session = runtime._session(check_params(self.runtime.profile, p.SESSION_CLOSE, params))
         await self.close(session)
         if _implements_close(runtime):
             await runtime.agent.close_session(session)
@@ -275,7 +279,7 @@ class Spans:
         the answer. A session this runtime does not hold is resumed only by an agent that
         implements ``resume_session``; else ``-32002``."""
         runtime = self.runtime
-        params = check_params(p.SESSION_RESUME, params)
+        params = check_params(self.runtime.profile, p.SESSION_RESUME, params)
         replay = params.get("replayFrom")
         if replay is not None and not (isinstance(replay, dict) and replay.get("type") == "start"):
             raise RpcError.invalid_params(
@@ -301,10 +305,9 @@ class Spans:
         """``tool_call/cancel``: accepted (the agent's code is told; it confirms with a final
         ``tool_call_update``) for a tool call that advertises it and is not final; else
         ``-32602``. It does not change the foreground state by itself."""
-        if not isinstance(params, dict):
-            raise RpcError.invalid_params("params must be an object")
+        params = check_params(self.runtime.profile, p.TOOL_CALL_CANCEL, params)
         session = self.runtime._session(params)
-        call = session.tool_calls.get(params.get("toolCallId"))  # type: ignore[arg-type]
+        call = session.tool_calls.get(params["toolCallId"])
         if call is None or call.final or not call.cancellable:
             raise RpcError.invalid_params(
                 "unknown, final or not cancellable tool call", {"toolCallId": params.get("toolCallId")}
@@ -315,7 +318,7 @@ class Spans:
     async def list_sessions(self, params: Any) -> dict[str, Any]:
         """``session/list``: the agent's own listing, or the sessions this runtime holds."""
         runtime = self.runtime
-        params = check_params(p.SESSION_LIST, params)
+        params = check_params(self.runtime.profile, p.SESSION_LIST, params)
         if _implements_list(runtime):
             return await runtime.agent.list_sessions(params)
         cwd = params.get("cwd")

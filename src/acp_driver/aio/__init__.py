@@ -15,6 +15,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Clock",
             "LoopClock",
             "Timer",
+            "timeout_on",
             "wait_on",
         ),
         "._connection": ("Connection",),
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from ._clock import Clock as Clock
     from ._clock import LoopClock as LoopClock
     from ._clock import Timer as Timer
+    from ._clock import timeout_on as timeout_on
     from ._clock import wait_on as wait_on
     from ._connection import Connection as Connection
     from ._context import RequestContext as RequestContext

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..core import TERM_GRACE
 from ._connection import Connection
 from ._ndjson import open_pipes
 from ._process import ProcessGroup
@@ -94,7 +95,7 @@ class AgentProcess:
         """SIGKILL to the whole group."""
         return self.process.kill()
 
-    async def reap(self, *, term_timeout: float = 1.0) -> int:
+    async def reap(self, *, term_timeout: float = TERM_GRACE) -> int:
         """End the child and its whole group (TERM, then KILL after ``term_timeout``); no zombie."""
         return await self.process.reap(term_timeout=term_timeout)
 

@@ -98,8 +98,8 @@ class Connection(Serving, Requesting):
     ) -> None:
         self.name = name
         self.clock = clock
-        """What request deadlines and grace timers run on (None: the event loop's time); tests
-        inject a fake one."""
+        """What request deadlines, grace timers and handler timeouts run on (None: the event
+        loop's time); tests inject a fake one."""
         self.max_message_bytes = max_line_bytes
         """The largest message a transport delivers (bigger ones are dropped and reported)."""
         self._honour_cancel_request = honour_cancel_request

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from ..trace import TraceSink
 
+from ..core import TERM_GRACE, TREE_WAIT
+from ._clock import Clock, timeout_on
 from ._stderr import exit_description
 from ._supervisor_report import (
     SupervisorUnavailableError,
@@ -44,7 +46,6 @@ from ._supervisor_report import (
 logger = logging.getLogger("acp_driver.process")
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
-_TREE_TIMEOUT = 5.0
 
 
 def supervision_available() -> bool:
@@ -66,9 +67,12 @@ class ProcessGroup:
     """
 
     supervise_default: ClassVar[bool] = True
+    """Whether ``spawn`` uses the supervisor when not told (it does only where available)."""
     trace: TraceSink | None = None
     """Where signals and the exit are recorded (``observe``), if anywhere."""
-    """Whether ``spawn`` uses the supervisor when not told (it does only where available)."""
+    clock: Clock | None = None
+    """What ``reap``'s SIGTERM -> SIGKILL grace and ``wait_tree_gone`` are measured on (None:
+    the event loop's time); the owner sets its own (a fake one in tests)."""
 
     def __init__(
         self,
@@ -417,7 +421,7 @@ class ProcessGroup:
         """Whether any process of the group (supervised: any descendant) may still exist."""
         return self.signal_group(0)
 
-    async def reap(self, *, term_timeout: float = 1.0) -> int:
+    async def reap(self, *, term_timeout: float = TERM_GRACE) -> int:
         """End the process and its whole group: SIGTERM, then SIGKILL after ``term_timeout``.
 
         Supervised, also every descendant of the child. Returns the exit status. Safe to call at
@@ -425,10 +429,11 @@ class ProcessGroup:
         """
         if self.returncode is None:
             self.terminate()
-            try:
-                async with asyncio.timeout(term_timeout):
-                    await self.wait()
-            except TimeoutError:
+            if term_timeout > 0:
+                with contextlib.suppress(TimeoutError):
+                    async with timeout_on(self.clock, term_timeout):
+                        await self.wait()
+            if self.returncode is None:
                 self.kill()
         code = await self.wait()
         self._kill_stragglers()
@@ -440,10 +445,10 @@ class ProcessGroup:
         """The leader is gone: SIGKILL whatever of its group outlived it (grandchildren)."""
         self._kill_stragglers()
 
-    async def wait_tree_gone(self, timeout: float = _TREE_TIMEOUT) -> None:
+    async def wait_tree_gone(self, timeout: float = TREE_WAIT) -> None:
         """Supervised: wait until the supervisor saw the last descendant die (at once otherwise)."""
         try:
-            async with asyncio.timeout(timeout):
+            async with timeout_on(self.clock, timeout):
                 await asyncio.shield(self._tree_gone)
         except TimeoutError:
             logger.warning("supervisor of pid %d still running after %.1f s; killing it", self.pid, timeout)

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import CancelRequest, Endpoint, ErrorCode, InFlight, Request, RequestId, RpcError
+from ._clock import Clock, timeout_on
 from ._context import RequestContext, current
 from ._outbox import Outbox
 from ._state import State
@@ -48,6 +49,8 @@ class Serving:
     """Mixin of ``Connection``: the peer's requests and notifications (see the module docstring)."""
 
     name: str
+    clock: Clock | None
+    """What a handler's ``timeout`` is measured on (None: the event loop's time)."""
     _core: Endpoint
     _outbox: Outbox
     _loop: asyncio.AbstractEventLoop | None
@@ -75,7 +78,8 @@ class Serving:
         timeout: float | None = None,
         on_cancel: Callable[[RequestId], None] | None = None,
     ) -> None:
-        """Serve ``method`` with ``handler``; ``timeout`` cancels it internally (answer -32800).
+        """Serve ``method`` with ``handler``; ``timeout`` (seconds on the connection's clock)
+        cancels it internally: answer -32800, and ``$/cancel_request`` for the requests it made.
 
         An ``async def`` handler runs in a task of its own (so ``$/cancel_request`` can cancel
         it). A plain ``def`` handler is answered inline, as soon as its request is read, with no
@@ -191,7 +195,7 @@ class Serving:
                 result = await handler(params)
             else:
                 try:
-                    async with asyncio.timeout(timeout) as scope:
+                    async with timeout_on(self.clock, timeout) as scope:
                         result = await handler(params)
                 except TimeoutError:
                     if not scope.expired():

@@ -120,6 +120,8 @@ async def _audit(
                 raise AuditAborted(str(exc) or "initialize: no answer") from exc
             probe.budget = None
             protocol = probe.version
+            if probe.negotiation_note is not None:  # judged by the rules of what it speaks
+                print(f"check: {probe.negotiation_note}", file=sys.stderr, flush=True)
             checks = CHECKS_V2 if probe.version == 2 else CHECKS
             if isinstance(probe.trace, Bound):  # its wire so far belongs to its check
                 probe.trace.fields["check"] = checks[0].run.__name__

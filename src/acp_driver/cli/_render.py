@@ -264,6 +264,9 @@ class ConsoleOutput(Output):
                 )
             )
         )
+        note = getattr(agent, "negotiation_note", None)
+        if note:
+            self._info(_text((f"note: {note}", "yellow")))
 
     def update(self, update: Update) -> None:
         self._hide_spinner()

@@ -158,7 +158,7 @@ def _failed_code(exc: Exception) -> int:
 
 def _mode_request(session: SessionHandle, mode: str) -> str:
     """What ``set_mode`` sent: v2 has no modes, it sets the ``mode`` config option."""
-    if session.spans is not None:
+    if session.life.profile.modes_are_options:
         return f'session/set_config_option (configId "mode", type "id", value {mode!r})'
     return "session/set_mode"
 
@@ -166,7 +166,7 @@ def _mode_request(session: SessionHandle, mode: str) -> str:
 def _modes_offer(session: SessionHandle) -> str:
     """The modes the agent offered in ``session/new`` (v1: ``modes.availableModes``; v2: the
     values of its ``mode`` config option), if any."""
-    if session.spans is not None:
+    if session.life.profile.modes_are_options:
         values = _config_values(session.config_options, "mode")
         return f"; the agent offers: {', '.join(values)}" if values else "; the agent offered no mode option"
     modes = session.modes.get("availableModes") if session.modes is not None else None

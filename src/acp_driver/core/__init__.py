@@ -18,6 +18,15 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "AgentTurnState",
         ),
         "._endpoint": ("Endpoint",),
+        "._escalation": (
+            "CLOSE_GRACE",
+            "EXIT_WAIT",
+            "OUTPUT_GRACE",
+            "SHUTDOWN_GRACE",
+            "TERM_GRACE",
+            "TREE_WAIT",
+            "resolve_within",
+        ),
         "._errors": (
             "AcpError",
             "ConnectionClosedError",
@@ -62,8 +71,29 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Seen",
             "Step",
         ),
+        "._negotiation": (
+            "ECHO_NOTE",
+            "Negotiated",
+            "NegotiationError",
+            "Wanted",
+            "answers_like_v1",
+            "first_version",
+            "initialize_params",
+            "read_answer",
+            "retry_version",
+        ),
         "._rungs": ("Action", "Rung"),
-        "._spans": ("Routed", "SessionSpans"),
+        "._lifecycle": (
+            "CancelPlan",
+            "Decided",
+            "Decision",
+            "Effects",
+            "PromptState",
+            "SessionLifecycle",
+            "V1Session",
+            "V2Session",
+            "lifecycle_for",
+        ),
         "._shapes": ("Shapes",),
         "._profile": (
             "LATEST",
@@ -107,6 +137,13 @@ if TYPE_CHECKING:
     from ._errors import RequestTimeoutError as RequestTimeoutError
     from ._errors import RpcError as RpcError
     from ._errors import error_from_object as error_from_object
+    from ._escalation import CLOSE_GRACE as CLOSE_GRACE
+    from ._escalation import EXIT_WAIT as EXIT_WAIT
+    from ._escalation import OUTPUT_GRACE as OUTPUT_GRACE
+    from ._escalation import SHUTDOWN_GRACE as SHUTDOWN_GRACE
+    from ._escalation import TERM_GRACE as TERM_GRACE
+    from ._escalation import TREE_WAIT as TREE_WAIT
+    from ._escalation import resolve_within as resolve_within
     from ._events import CancelRequest as CancelRequest
     from ._events import EndOfInput as EndOfInput
     from ._events import ErrorResponse as ErrorResponse
@@ -144,6 +181,24 @@ if TYPE_CHECKING:
     from ._ledger import Ledger as Ledger
     from ._ledger import Outcome as Outcome
     from ._ledger import Tombstone as Tombstone
+    from ._lifecycle import CancelPlan as CancelPlan
+    from ._lifecycle import Decided as Decided
+    from ._lifecycle import Decision as Decision
+    from ._lifecycle import Effects as Effects
+    from ._lifecycle import PromptState as PromptState
+    from ._lifecycle import SessionLifecycle as SessionLifecycle
+    from ._lifecycle import V1Session as V1Session
+    from ._lifecycle import V2Session as V2Session
+    from ._lifecycle import lifecycle_for as lifecycle_for
+    from ._negotiation import ECHO_NOTE as ECHO_NOTE
+    from ._negotiation import Negotiated as Negotiated
+    from ._negotiation import NegotiationError as NegotiationError
+    from ._negotiation import Wanted as Wanted
+    from ._negotiation import answers_like_v1 as answers_like_v1
+    from ._negotiation import first_version as first_version
+    from ._negotiation import initialize_params as initialize_params
+    from ._negotiation import read_answer as read_answer
+    from ._negotiation import retry_version as retry_version
     from ._profile import LATEST as LATEST
     from ._profile import PROFILES as PROFILES
     from ._profile import V1 as V1
@@ -159,5 +214,3 @@ if TYPE_CHECKING:
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
     from ._shapes import Shapes as Shapes
-    from ._spans import Routed as Routed
-    from ._spans import SessionSpans as SessionSpans

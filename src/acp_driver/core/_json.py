@@ -3,11 +3,14 @@
 - **Parse** (``parse_json``): orjson first; a text it rejects is parsed again by the standard
   library, which accepts what orjson refuses but JSON allows -- lone-surrogate escapes
   (``"\\ud800"``), which JavaScript's ``JSON.stringify`` emits. NaN and Infinity stay refused.
+  Nesting too deep for either parser (``[`` x 100 000) is a parse error like any other
+  (``ValueError``), never a ``RecursionError``.
 - **Relay** (``encode_relayed``): a peer's message we must re-encode keeps its text exactly,
   lone surrogates included (escaped again, so the output is still valid JSON).
 - **Send our own** (``encode_json``): we never put a lone surrogate on the wire (strict peers reject
   it): a string that holds one -- typically a peer's text echoed back -- is sent with each lone
-  surrogate replaced by U+FFFD.
+  surrogate replaced by U+FFFD. A value nested too deep to encode is ``TypeError`` (not JSON we
+  can send), never a ``RecursionError``: the caller answers with an error instead.
 - **Print** (``printable``): the same replacement for text shown to a user or written as UTF-8.
 
 The fast path is orjson alone: the fallbacks run only for the texts it refuses.
@@ -34,7 +37,10 @@ def loads_lenient(text: bytes | str) -> Any:
     """The fallback parser, for texts orjson rejects: the standard library's, which accepts
     lone-surrogate escapes. Raises ``ValueError`` (``UnicodeDecodeError`` for bad UTF-8)."""
     decoded = text.decode("utf-8") if isinstance(text, bytes) else text
-    return json.loads(decoded, parse_constant=_reject_constant)
+    try:
+        return json.loads(decoded, parse_constant=_reject_constant)
+    except RecursionError:  # deeper than the interpreter's stack: a parse error, not a crash
+        raise ValueError("JSON nested too deeply") from None
 
 
 def parse_json(text: bytes | str) -> Any:
@@ -45,7 +51,7 @@ def parse_json(text: bytes | str) -> Any:
     except orjson.JSONDecodeError as exc:
         try:
             return loads_lenient(text)
-        except (ValueError, RecursionError):
+        except ValueError:
             raise exc from None
 
 
@@ -73,7 +79,7 @@ def encode_json(value: Any, default: Callable[[Any], Any] | None = None) -> byte
     except TypeError:
         try:
             return orjson.dumps(scrub(value), default=default)
-        except TypeError:
+        except (TypeError, RecursionError):  # not JSON, or nested too deep for scrub as well
             pass
         raise
 
@@ -84,4 +90,9 @@ def encode_relayed(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode("ascii")
+        try:
+            return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode(
+                "ascii"
+            )
+        except RecursionError:
+            raise TypeError("JSON nested too deeply to encode") from None

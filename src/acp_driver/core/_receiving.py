@@ -239,7 +239,7 @@ class Receiving:
         else ``-32700`` (returns ``_MISSING`` then)."""
         try:
             return _loads_lenient(line)
-        except (ValueError, RecursionError):
+        except ValueError:
             replied = self._reply_error(
                 None, ErrorCode.PARSE_ERROR, "Parse error", None, {"detail": str(exc)}
             )

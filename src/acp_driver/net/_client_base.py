@@ -20,7 +20,8 @@ import contextlib
 import logging
 from typing import Any
 
-from ..aio import Connection
+from ..aio import Connection, timeout_on
+from ..core import CLOSE_GRACE
 
 logger = logging.getLogger("acp_driver.remote")
 
@@ -68,15 +69,16 @@ class ClientTransport:
 
     def close(self) -> None:
         """Begin a graceful close (see ``aclose``); returns at once."""
-        self._start_close(grace=1.0)
+        self._start_close(grace=CLOSE_GRACE)
 
     def is_closing(self) -> bool:
         return self._closing
 
     # ------------------------------------------------------------------ owners
 
-    async def aclose(self, grace: float = 1.0) -> None:
-        """End the connection gracefully, aborting it after ``grace`` seconds; idempotent."""
+    async def aclose(self, grace: float = CLOSE_GRACE) -> None:
+        """End the connection gracefully, aborting it after ``grace`` seconds (on the
+        connection's clock); idempotent."""
         await asyncio.shield(self._start_close(grace))
 
     def abort(self, reason: str = "the host aborted the connection") -> None:
@@ -154,7 +156,7 @@ class ClientTransport:
             if writer is not None and not writer.done():
                 self._wakeup.set()  # write what is queued first (bounded by the grace)
             try:
-                async with asyncio.timeout(grace):
+                async with timeout_on(self.receiver.clock, grace):
                     if writer is not None and not writer.done():
                         await asyncio.wait({writer})
                     await self._close_gracefully()

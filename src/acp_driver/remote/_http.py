@@ -29,6 +29,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
+from ..aio import timeout_on
 from ..core import parse_json
 from ..net import (
     CONNECTION_ID_HEADER,
@@ -167,7 +168,7 @@ async def _initialize(server: RemoteServer, body: bytes, message: dict[str, obje
     conn.start()
     conn.from_client(body, message)
     try:
-        async with asyncio.timeout(server.settings.initialize_timeout):
+        async with timeout_on(server.clock, server.settings.initialize_timeout):
             answer = await asyncio.shield(http.initialized)
     except TimeoutError:
         conn.end("the agent did not answer initialize in time")

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..aio import (
+    Clock,
+    LoopClock,
     ProcessGroup,
     StderrTail,
     connect_read_pipe,
@@ -24,16 +26,13 @@ from ..aio import (
     drain_pipe,
     exit_description,
 )
-from ..core import LineFramer, OversizedLine
+from ..core import OUTPUT_GRACE, LineFramer, OversizedLine
 from ._backend import Backend, Deliver
 
 if TYPE_CHECKING:
     from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.remote.relay")
-
-_EXIT_DRAIN = 0.5
-"""Seconds after the agent's exit to still read what it wrote, if its stdout stays open."""
 
 
 class _StdoutProtocol(asyncio.Protocol):
@@ -91,8 +90,25 @@ def _not_started(item: bytes | OversizedLine) -> None:
 
 
 class _StdinProtocol(asyncio.BaseProtocol):
+    def __init__(self) -> None:
+        self.lost = False
+        self._then: list[Callable[[], object]] = []
+
     def connection_lost(self, exc: Exception | None) -> None:
-        pass  # the agent closed its stdin or exited: what we write from now on is dropped
+        # The pipe is closed (by us, or the agent exited): what we write from now on is dropped.
+        # asyncio closes the descriptor right after this returns: the callbacks run after that.
+        self.lost = True
+        then, self._then = self._then, []
+        loop = asyncio.get_running_loop()
+        for callback in then:
+            loop.call_soon(callback)
+
+    def when_lost(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once the pipe's descriptor is closed (at once if it is)."""
+        if self.lost:
+            callback()
+        else:
+            self._then.append(callback)
 
 
 class SubprocessBackend:
@@ -105,6 +121,7 @@ class SubprocessBackend:
         self.stderr = StderrTail(name)
         self._framer = LineFramer(max_message_bytes)
         self._stdin: asyncio.WriteTransport | None = None
+        self._stdin_protocol = _StdinProtocol()
         self._stdout: asyncio.BaseTransport | None = None
         self._stdout_protocol = _StdoutProtocol(self._framer)
         self._stderr: asyncio.BaseTransport | None = None
@@ -113,15 +130,20 @@ class SubprocessBackend:
         self._output_ended = False
 
     @classmethod
-    async def spawn(cls, argv: Sequence[str], name: str, *, max_message_bytes: int) -> SubprocessBackend:
+    async def spawn(
+        cls, argv: Sequence[str], name: str, *, max_message_bytes: int, clock: Clock | None = None
+    ) -> SubprocessBackend:
+        """Start ``argv``; its exit's grace for the output, and its reaping, run on ``clock``
+        (the server's; the loop's by default)."""
         process = await ProcessGroup.aspawn(argv)
+        process.clock = clock
         backend = cls(process, name, max_message_bytes)
         backend.argv = list(argv)
         popen = process.popen
         assert popen.stdin is not None
         assert popen.stderr is not None
         try:
-            backend._stdin = await connect_write_pipe(_StdinProtocol, popen.stdin)
+            backend._stdin = await connect_write_pipe(lambda: backend._stdin_protocol, popen.stdin)
             backend._stderr = await drain_pipe(popen.stderr, backend.stderr.feed, backend.stderr.mark_closed)
         except BaseException:
             if backend._stdin is not None:
@@ -162,8 +184,10 @@ class SubprocessBackend:
         task = loop.create_task(connect())
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         # Gone when its output ends; a descendant holding stdout open must not keep it alive
-        # (supervised, descendants die with it, so this is a backstop).
-        self.process.on_exit(lambda _code: loop.call_later(_EXIT_DRAIN, self._call_gone))
+        # (supervised, descendants die with it, so this is a backstop): after its exit, what it
+        # wrote is read for ``OUTPUT_GRACE`` more.
+        clock = self.process.clock or LoopClock()
+        self.process.on_exit(lambda _code: clock.call_at(clock.now() + OUTPUT_GRACE, self._call_gone))
 
     def _call_gone(self) -> None:
         if not self._gone_called and self._gone is not None:
@@ -201,8 +225,18 @@ class SubprocessBackend:
             self._stdin.close()
 
     def terminate(self) -> None:
-        self.close_input()
-        self.process.terminate()
+        # The rung's CLOSE_INPUT came just before (the order is the connection-end machine's,
+        # written once there), but a transport closes its descriptor only on the loop's next
+        # turn, or once its buffer is written. SIGTERM waits for that close, so the agent finds
+        # the end of its input when signalled; what it did not read by now is dropped (a
+        # full pipe would hold the close, and the signal, for ever).
+        stdin = self._stdin
+        if stdin is None or not stdin.is_closing():  # nobody closed it: no close to wait for
+            self.process.terminate()
+            return
+        if stdin.get_write_buffer_size():
+            stdin.abort()
+        self._stdin_protocol.when_lost(self.process.terminate)
 
     def kill(self) -> None:
         self.process.kill()

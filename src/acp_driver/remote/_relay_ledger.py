@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import protocol as p
+from ..core import NegotiationError, read_answer
 from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
 
 INITIALIZE_REPLY: Final = "initialize"
@@ -107,9 +108,10 @@ class RelayLedger:
                 self.sessions.discard(attached)  # the load failed
             return CONNECTION
         if request.method == p.INITIALIZE:
-            result = message.get("result")
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
-            self.version = version if type(version) is int else None
+            try:  # what the agent speaks, by the one rule (an echoed 2 in v1's shape is v1)
+                self.version = read_answer("auto", message.get("result")).profile.version
+            except NegotiationError:
+                self.version = None
             return INITIALIZE_REPLY
         if request.method == p.SESSION_NEW:
             sid = session_id_of(message)

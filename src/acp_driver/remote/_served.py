@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .. import protocol as p
-from ..aio import Clock, LadderRunner, LoopClock
+from ..aio import Clock, LadderRunner, LoopClock, timeout_on
 from ..core import (
+    EXIT_WAIT,
+    TERM_GRACE,
     CancelLadder,
     ConnectionEndMachine,
     LadderPolicy,
@@ -58,10 +60,6 @@ OnMessage = Callable[[bytes, str], None]
 """A front-end's sink: (a message's JSON text, its route -- see ``_relay_ledger``)."""
 OnEnd = Callable[[str, int], object]
 """A front-end's hook when the connection ends: (reason, WebSocket close code)."""
-
-_REAP_TIMEOUT = 5.0
-_EXIT_WAIT = 1.0
-"""Seconds to wait for the exit of an agent whose output ended, before ending its connection."""
 
 
 class ServedConnection:
@@ -102,7 +100,7 @@ class ServedConnection:
         self.end_reason: str | None = None
         self.protocol_cap: int | None = None
         """``serve --protocol``: the highest version this connection may speak (None: any)."""
-        self._machine = ConnectionEndMachine(policy, exit_wait=_REAP_TIMEOUT)
+        self._machine = ConnectionEndMachine(policy, exit_wait=EXIT_WAIT)
         self._runner: LadderRunner | None = None
         self._end_task: asyncio.Task[None] | None = None
         self._reaped = asyncio.Event()
@@ -134,14 +132,18 @@ class ServedConnection:
             return
         self.last_activity = self.clock.now()
         self.inflight.from_client(message)
-        if self.protocol_cap is not None and _asks_above(message, self.protocol_cap):
-            # ``serve --protocol N``: the connection speaks at most N (the agent answers N or below).
-            message["params"]["protocolVersion"] = self.protocol_cap
-            text = encode_relayed(message)
-        elif b"\n" in text or b"\r" in text:
-            # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
-            # re-encode compactly so that the NDJSON agent sees one line.
-            text = encode_relayed(message)
+        try:
+            if self.protocol_cap is not None and _asks_above(message, self.protocol_cap):
+                # ``serve --protocol N``: the connection speaks at most N (the agent answers N or below).
+                message["params"]["protocolVersion"] = self.protocol_cap
+                text = encode_relayed(message)
+            elif b"\n" in text or b"\r" in text:
+                # Whitespace between tokens (a raw newline cannot sit inside a JSON string):
+                # re-encode compactly so that the NDJSON agent sees one line.
+                text = encode_relayed(message)
+        except TypeError:  # nested too deep to encode again
+            self.end("the client sent a message nested too deep to relay", 1007)
+            return
         self.backend.send(text)
         if self.trace is not None:
             self.trace.wire("out", text)
@@ -215,7 +217,7 @@ class ServedConnection:
     async def _end_for_agent(self) -> None:
         """The agent's output ended: wait (briefly) for its exit, so the reason can name it."""
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_EXIT_WAIT):
+            async with timeout_on(self.clock, TERM_GRACE):  # its exit is near: name it
                 await self.backend.wait_exited()
         reason = f"the agent ended ({self.backend.describe()})"
         logger.warning("%s: %s", self.id, reason)  # with its last stderr lines: for the operator
@@ -313,7 +315,7 @@ class ServedConnection:
         started = self.clock.now()
         try:
             runner.observe(Observation(Seen.CANCEL, in_flight=self.inflight.in_flight))
-            await resolved  # the agent exited, or SIGKILL was sent _REAP_TIMEOUT ago (release reaps)
+            await resolved  # the agent exited, or SIGKILL was sent EXIT_WAIT ago (release reaps)
         finally:
             runner.stop()
             exited.cancel()

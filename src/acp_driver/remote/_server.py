@@ -414,7 +414,8 @@ async def serve_command(
     """Serve a stdio agent: one ``argv`` process per connection (default: the bundled reference
     agent). ``options`` are the other ``ServerSettings`` fields (``allow_origins``,
     ``cancel_budget``, ``idle_timeout``, ...), or pass a whole ``settings``; ``clock`` is what the
-    ladders and the idle sweep run on (the loop's by default); ``trace``: a file path or a
+    ladders, the idle sweep, ``initialize``'s timeout and the agents' release run on (the loop's
+    by default); ``trace``: a file path or a
     ``trace.TraceSink`` recording every connection (docs/trace.md). Returns the started server;
     ``ConfigError`` for settings that cannot work, ``OSError`` if it cannot listen."""
     import sys
@@ -424,7 +425,7 @@ async def serve_command(
     limit = resolved.max_message_bytes
 
     async def spawn(name: str) -> SubprocessBackend:
-        return await SubprocessBackend.spawn(command, name, max_message_bytes=limit)
+        return await SubprocessBackend.spawn(command, name, max_message_bytes=limit, clock=clock)
 
     server = RemoteServer(spawn, resolved, clock, trace=trace)
     await server.start()

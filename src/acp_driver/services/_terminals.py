@@ -20,7 +20,8 @@
   (spec MUST), with ``truncated: true``. Output is decoded as UTF-8 with replacement characters
   for invalid bytes; while the command runs an incomplete trailing character is held back.
 - Each process leads its own process group (``ProcessGroup``). ``kill`` sends SIGTERM to the
-  whole group, SIGKILL after ``kill_grace`` seconds, and returns once the command has exited and
+  whole group, SIGKILL after ``kill_grace`` seconds (on ``clock``: the loop's by default), and
+  returns once the command has exited and
   no live process of the group is left; the terminal stays valid for ``output`` and
   ``wait_for_exit``. ``release`` kills the same way and forgets the id: later calls answer
   ``-32002`` (``released_terminal``).
@@ -55,8 +56,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from ..aio import ProcessGroup, drain_pipe
-from ..core import RequestCancelledError
+from ..aio import Clock, ProcessGroup, drain_pipe, timeout_on
+from ..core import OUTPUT_GRACE, TERM_GRACE, TREE_WAIT, RequestCancelledError
 from ._errors import (
     REASON_CLOSED,
     REASON_COMMAND_NOT_FOUND,
@@ -173,6 +174,7 @@ class Terminal:
         cwd: str,
         output_byte_limit: int,
         exit_output_grace: float,
+        clock: Clock | None = None,
     ) -> None:
         self.id = terminal_id
         self.session_id = session_id
@@ -188,6 +190,8 @@ class Terminal:
         self._eof = asyncio.Event()
         self._settled = asyncio.Event()
         self._exit_output_grace = exit_output_grace
+        self._clock = clock
+        process.clock = clock
         self._transport: asyncio.BaseTransport | None = None
         self._settle_task: asyncio.Task[None] | None = None
         self._stop_task: asyncio.Task[None] | None = None
@@ -222,7 +226,7 @@ class Terminal:
     async def _settle(self) -> None:
         # The exit counts once the output is complete: EOF, or a grace for a pipe held by leftovers.
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._exit_output_grace):
+            async with timeout_on(self._clock, self._exit_output_grace):
                 await self._eof.wait()
         self._settled.set()
 
@@ -271,7 +275,7 @@ class Terminal:
         await _wait_group_dead(self.process)
         # The exit is final; the output too, unless something outside the group holds the pipe.
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._exit_output_grace):
+            async with timeout_on(self._clock, self._exit_output_grace):
                 await self._settled.wait()
 
     async def close(self, kill_grace: float) -> None:
@@ -296,8 +300,10 @@ class Terminal:
         )
 
 
-async def _wait_group_dead(process: ProcessGroup, timeout: float = 5.0) -> None:
-    """SIGKILL until no live member of the group is left (zombies awaiting init are dead)."""
+async def _wait_group_dead(process: ProcessGroup, timeout: float = TREE_WAIT) -> None:
+    """SIGKILL until no live member of the group is left (zombies awaiting init are dead).
+
+    A poll of ``/proc`` in real time: it runs after SIGKILL, which no process can ignore."""
     deadline = time.monotonic() + timeout
     while process.group_alive():
         members = live_group_members(process.pgid)
@@ -336,8 +342,9 @@ class LocalTerminals:
         inherit_env: bool = True,
         extra_roots: Iterable[str | os.PathLike[str]] = (),
         shell: str | None = None,
-        kill_grace: float = 1.0,
-        exit_output_grace: float = 0.5,
+        kill_grace: float = TERM_GRACE,
+        exit_output_grace: float = OUTPUT_GRACE,
+        clock: Clock | None = None,
     ) -> None:
         if default_output_byte_limit < 0 or max_output_byte_limit < 0:
             raise ValueError("output byte limits must be >= 0")
@@ -351,6 +358,8 @@ class LocalTerminals:
         self.shell = shell if shell is not None else default_shell()
         self.kill_grace = kill_grace
         self.exit_output_grace = exit_output_grace
+        self.clock = clock
+        """What ``kill_grace`` and ``exit_output_grace`` are measured on (None: the loop's time)."""
         self.terminals: dict[str, Terminal] = {}
         """Live (not yet released) terminals by id."""
         self.closed = False
@@ -405,6 +414,7 @@ class LocalTerminals:
             cwd=cwd,
             output_byte_limit=limit,
             exit_output_grace=self.exit_output_grace,
+            clock=self.clock,
         )
         # Registered before the first await: a concurrent release_owner/aclose finds it.
         self.terminals[terminal_id] = terminal

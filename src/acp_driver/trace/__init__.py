@@ -27,7 +27,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ),
         "._recorder": ("DEFAULT_MAX_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "SCHEMA_VERSION", "TraceRecorder"),
         "._redact": ("REDACTED", "redact_argv", "redact_message"),
-        "._model": ("Trace", "TraceFormatError", "read_trace"),
+        "._model": ("Trace",),
+        "._read": ("TraceFormatError", "read_trace"),
         "._summary": ("summarize",),
         "._html": ("render_html",),
         "._chrome": ("chrome_trace",),
@@ -39,9 +40,9 @@ if TYPE_CHECKING:
     from ._chrome import chrome_trace as chrome_trace
     from ._html import render_html as render_html
     from ._model import Trace as Trace
-    from ._model import TraceFormatError as TraceFormatError
-    from ._model import read_trace as read_trace
     from ._otel import OtelSink as OtelSink
+    from ._read import TraceFormatError as TraceFormatError
+    from ._read import read_trace as read_trace
     from ._recorder import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
     from ._recorder import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
     from ._recorder import SCHEMA_VERSION as SCHEMA_VERSION

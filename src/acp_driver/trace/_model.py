@@ -16,28 +16,21 @@ order, the way the host saw them:
 - a ``verdict`` (``check --trace``) is linked to the moments of its check that prove it: the
   turns' starts and ends, cancels, rungs, permissions, late updates, stray replies, exits.
 
-A line that is not a JSON object with an ``id``, a ``t`` and a ``kind`` is counted and skipped;
-a trace cut by its size cap or by a crash is read up to where it ends.
+The events come from ``_read`` (the file read back: bounded, checked, redacted); a trace cut by
+its size cap or by a crash is analysed up to where it ends.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from .. import protocol as p
+from ._redact import wire_key
 
 TURN_UPDATES = p.TURN_UPDATES
 """The driver's rule (the v1 profile's ``turn_updates``): only these kinds belong to a turn; any
 other kind -- about the session, or unknown -- is valid at any time, never late."""
-
-
-class TraceFormatError(ValueError):
-    """The file is not a trace (no header line)."""
 
 
 @dataclass
@@ -192,35 +185,9 @@ class Trace:
         return next((e for e in self.events if e.get("id") == eid), None)
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and analyse a trace file (raises ``OSError``, or ``TraceFormatError`` for a file
-    that is not a trace)."""
-    with open(path, "rb") as f:
-        return parse_trace(f)
-
-
-def parse_trace(lines: Iterable[bytes]) -> Trace:
-    events: list[dict[str, Any]] = []
-    bad = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            bad += 1
-            continue
-        if (
-            not isinstance(event, dict)
-            or not isinstance(event.get("id"), int)
-            or not isinstance(event.get("t"), (int, float))
-            or not isinstance(event.get("kind"), str)
-        ):
-            bad += 1
-            continue
-        events.append(event)
-    if not events or events[0]["kind"] != "trace":
-        raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")
+def analyse(events: list[dict[str, Any]], bad: int) -> Trace:
+    """The trace of ``events`` (the file's, in order, the header first; ``bad``: the lines that
+    were not events)."""
     return _Analysis(events, bad).run()
 
 
@@ -281,6 +248,7 @@ class _Analysis:
             return
         for item in message if isinstance(message, list) else [message]:
             if isinstance(item, dict):
+                item = _keyed(item)
                 if direction == "out":
                     self.sent_message(peer, event, item)
                 else:
@@ -407,8 +375,7 @@ class _Analysis:
         if peer.version >= 2:
             # v2: updates are fenced by span -- an idle ends the running turns (a held prompt's
             # turn runs after them), anything of no running turn is background work.
-            assert isinstance(update, dict)
-            if kind == "state_update" and update.get("state") == "idle":
+            if isinstance(update, dict) and kind == "state_update" and update.get("state") == "idle":
                 for running in [
                     t
                     for t in peer.sessions.get(str(session), [])
@@ -499,6 +466,20 @@ class _Analysis:
                 sorted(set(refs)),
             )
         )
+
+
+def _keyed(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its ``id`` (and a ``$/cancel_request``'s ``requestId``) usable as a key:
+    an object or an array, a peer's mistake, is keyed by its JSON text (``wire_key``)."""
+    rid = message.get("id")
+    params = message.get("params")
+    target = params.get("requestId") if isinstance(params, dict) else None
+    if wire_key(rid) is rid and wire_key(target) is target:
+        return message
+    out = {**message, "id": wire_key(rid)} if "id" in message else dict(message)
+    if isinstance(params, dict) and "requestId" in params:
+        out["params"] = {**params, "requestId": wire_key(target)}
+    return out
 
 
 def _opt(value: Any) -> str | None:

@@ -33,6 +33,9 @@ GenAI agent spans, JSON-RPC spans, process attributes):
   keys there; every ACP type carries ``_meta``, so every peer accepts it), and an agent's sink
   continues the trace from it (its turn span then links to its own connection span).
 
+What reaches a span is redacted first, by the trace file's rule (``_redact``): a message (so an
+error status never carries a token) and an event's fields.
+
 The ``opentelemetry`` package is imported here only, when an ``OtelSink`` is made: nothing of
 it loads on any other path. Spans and the metric go wherever the application's providers send
 them.
@@ -50,7 +53,7 @@ import orjson
 from .. import __version__
 from .. import protocol as p
 from ..core import PROFILES, TurnEnd, profile_for
-from ._redact import redact_value
+from ._redact import Redactor, redact_fields, redact_value
 
 INVOKE_AGENT = "invoke_agent"
 CANCEL_DURATION = "acp.cancel.duration"
@@ -107,6 +110,7 @@ class OtelSink:
         """The ``session/prompt`` requests -> their turn."""
         self._prepared: dict[Any, Any] = {}
         """Session id -> a turn span started by ``meta`` for a prompt about to be sent."""
+        self._redactor = Redactor()
 
     # ------------------------------------------------------------------ TraceSink
 
@@ -122,11 +126,13 @@ class OtelSink:
             message = orjson.loads(data)
         except orjson.JSONDecodeError:
             return
+        message = self._redactor.wire(direction, data, message)
         for item in message if isinstance(message, list) else [message]:
             if isinstance(item, dict):
                 self._message(direction, item)
 
     def event(self, kind: str, **fields: Any) -> int | None:
+        fields = redact_fields(fields)
         session = fields.get("session")
         turns = self._turns.get(session, [])
         turn = turns[0] if turns else None

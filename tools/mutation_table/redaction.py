@@ -1,0 +1,220 @@
+"""Mutations of the trace's redaction (one rule for the file, the reader, the spans) and of the
+trace reader's bounds."""
+
+from __future__ import annotations
+
+from ._base import Mutation
+
+_R = "tests/trace/test_redaction.py::"
+_READ = "tests/trace/test_reading_any_file.py::"
+_CREDENTIALS = "tests/trace/test_recorder.py::test_credentials_and_environments_never_reach_the_file"
+
+MUTATIONS = [
+    Mutation(
+        "trace-redact-secret-keys",
+        "trace: a value under a key naming a secret never reaches the file",
+        "trace/_redact.py",
+        "            elif _SECRET_NAME.search(key):\n",
+        "            elif False:\n",
+        (f"{_R}test_a_value_under_a_key_naming_a_secret_never_reaches_the_file", _CREDENTIALS),
+    ),
+    Mutation(
+        "trace-redact-short-secret-names",
+        "trace: auth, pass, pwd ending a key name it is a secret's (basicAuth, DB_PASS, user-pwd)",
+        "trace/_redact.py",
+        '    r"|(?:^|[_\\-.\\s])(?i:auth|pass|pwd)$|(?<=[a-z0-9])(?:Auth|AUTH|Pass|PASS|Pwd|PWD)$"\n',
+        "",
+        (f"{_R}test_a_value_under_a_key_naming_a_secret_never_reaches_the_file",),
+    ),
+    Mutation(
+        "trace-redact-auth-params",
+        "trace: an authentication request keeps only its methodId",
+        "trace/_redact.py",
+        '        out["params"] = {**kept, **{k: REDACTED for k in params if k != "methodId"}}\n',
+        "",
+        (f"{_R}test_the_answer_to_authentication_is_replaced_whole", _CREDENTIALS),
+    ),
+    Mutation(
+        "trace-redact-auth-answer",
+        "trace: the answer to an authentication request (a result or an error) is replaced whole",
+        "trace/_redact.py",
+        "                    return _auth_answer(message)\n",
+        "                    pass\n",
+        (f"{_R}test_the_answer_to_authentication_is_replaced_whole", f"{_R}test_spans_never_carry_a_secret"),
+    ),
+    Mutation(
+        "trace-redact-auth-answer-odd-id",
+        "trace: an authentication request with an object id is still known by its answer",
+        "trace/_redact.py",
+        "    return orjson.dumps(rid, option=orjson.OPT_SORT_KEYS).decode()\n",
+        "    return rid\n",
+        (f"{_R}test_an_answer_to_authentication_with_an_odd_id_is_still_known",),
+    ),
+    Mutation(
+        "trace-redact-environment",
+        "trace: environments and headers keep their names, never their values",
+        "trace/_redact.py",
+        '            elif key in ("env", "environment", "headers"):\n',
+        "            elif False:\n",
+        (f"{_R}test_an_environment_or_headers_alone_reach_redaction", _CREDENTIALS),
+    ),
+    Mutation(
+        "trace-scan-environment",
+        "trace: the pre-scan lets an environment or headers whose values are the only secret reach redaction",
+        "trace/_redact.py",
+        "    *(b'\"env', b'\"headers\"'),\n",
+        "",
+        (f"{_R}test_an_environment_or_headers_alone_reach_redaction",),
+    ),
+    Mutation(
+        "trace-scan-case",
+        "trace: the pre-scan is blind to case (BEARER x is walked)",
+        "trace/_redact.py",
+        "    lowered = data.lower()  # and substrings: several times faster than a regular expression\n",
+        "    lowered = data\n",
+        (f"{_R}test_a_bearer_token_in_any_case_never_reaches_the_file",),
+    ),
+    Mutation(
+        "trace-scan-userinfo",
+        "trace: the pre-scan walks a message holding a URL with a userinfo",
+        "trace/_redact.py",
+        '    return b"@" in lowered and (b"://" in lowered or b":\\\\/\\\\/" in lowered)\n',
+        "    return False\n",
+        (f"{_R}test_a_url_password_never_reaches_the_header_or_a_message",),
+    ),
+    Mutation(
+        "trace-redact-argv",
+        "trace: the word after a command-line option naming a secret is replaced",
+        "trace/_redact.py",
+        "            hide_next = True\n",
+        "            hide_next = False\n",
+        (
+            f"{_R}test_options_on_a_terminal_command_line_and_an_mcp_servers_never_reach_the_file",
+            _CREDENTIALS,
+        ),
+    ),
+    Mutation(
+        "trace-redact-args-lists",
+        "trace: terminal/create's and an MCP server's args are command lines",
+        "trace/_redact.py",
+        '            elif key in ("args", "argv", "agent", "command", "cmd") and isinstance(item, list):\n',
+        "            elif False:\n",
+        (f"{_R}test_options_on_a_terminal_command_line_and_an_mcp_servers_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-redact-text-assignments",
+        "trace: password=X, --api-key X, token: X in any text",
+        "trace/_redact.py",
+        "    text = _assignments(text)\n",
+        "",
+        (f"{_R}test_the_same_options_in_text_never_reach_the_file",),
+    ),
+    Mutation(
+        "trace-redact-userinfo",
+        "trace: a URL's password (ws://user:PASSWORD@host) never reaches the file",
+        "trace/_redact.py",
+        "    text = _USERINFO.sub(_userinfo, text)\n",
+        "",
+        (f"{_R}test_a_url_password_never_reaches_the_header_or_a_message",),
+    ),
+    Mutation(
+        "trace-redact-bearer-case",
+        "trace: Bearer/Basic tokens are redacted in any case",
+        "trace/_redact.py",
+        '_TEXT_HINT = re.compile(r"(?i)bearer|basic|://|[=:]|(?<![\\w-])-")\n',
+        '_TEXT_HINT = re.compile(r"bearer|basic|://|[=:]|(?<![\\w-])-")\n',
+        (f"{_R}test_a_bearer_token_in_any_case_never_reaches_the_file",),
+    ),
+    Mutation(
+        "trace-raw-redacted",
+        "trace: a line that is not JSON is redacted too",
+        "trace/_recorder.py",
+        "                text = redact_text(text)\n",
+        "                pass\n",
+        (f"{_R}test_a_line_that_is_not_json_is_redacted",),
+    ),
+    Mutation(
+        "trace-raw-cut",
+        "trace: a line that is not JSON is cut at the size bound",
+        "trace/_recorder.py",
+        "            raw = _cut(text, self.max_message_bytes)\n",
+        "            raw = text\n",
+        (f"{_R}test_a_line_that_is_not_json_is_cut_at_the_bound",),
+    ),
+    Mutation(
+        "trace-reader-redacts",
+        "trace reader: a file read back is redacted by the same rule (the summary, the page)",
+        "trace/_read.py",
+        "        events.append(redactor.event(event) if redactor.pending or needs_scan(line) else event)\n",
+        "        events.append(event)\n",
+        (f"{_R}test_a_file_written_without_redaction_is_redacted_when_read",),
+    ),
+    Mutation(
+        "trace-otel-redacts-messages",
+        "OpenTelemetry: a message is redacted before it reaches a span (an error status)",
+        "trace/_otel.py",
+        "        message = self._redactor.wire(direction, data, message)\n",
+        "",
+        (f"{_R}test_spans_never_carry_a_secret",),
+    ),
+    Mutation(
+        "trace-otel-redacts-events",
+        "OpenTelemetry: an event's fields are redacted before they reach a span",
+        "trace/_otel.py",
+        "        fields = redact_fields(fields)\n",
+        "",
+        (f"{_R}test_spans_never_carry_a_secret",),
+    ),
+    Mutation(
+        "trace-reader-version",
+        "trace reader: a schema version it does not know is refused",
+        "trace/_read.py",
+        "    if type(version) is not int or version != SCHEMA_VERSION:\n",
+        "    if False:\n",
+        (f"{_READ}test_a_schema_version_this_reader_does_not_know_is_refused",),
+    ),
+    Mutation(
+        "trace-reader-header-first",
+        "trace reader: a first line that is not a header is refused at once (/dev/urandom)",
+        "trace/_read.py",
+        "            if not events:\n"
+        '                raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")\n',
+        "",
+        (f"{_READ}test_a_first_line_that_is_not_a_header_is_refused_at_once",),
+    ),
+    Mutation(
+        "trace-reader-size-bound",
+        "trace reader: a file over the read bound is refused",
+        "trace/_read.py",
+        "        if left < 0:\n"
+        '            raise TraceFormatError(f"over {max_bytes} bytes, more than this reader reads")\n'
+        '        if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\\n"):\n',
+        '        if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\\n"):\n',
+        (f"{_READ}test_a_file_over_the_read_bound_is_refused",),
+    ),
+    Mutation(
+        "trace-reader-odd-ids",
+        "trace reader: a request whose id is an object or an array is read",
+        "trace/_model.py",
+        "                item = _keyed(item)\n",
+        "",
+        (f"{_READ}test_requests_whose_id_is_an_object_or_an_array_are_read",),
+    ),
+    Mutation(
+        "trace-reader-v2-odd-update",
+        "trace reader: a v2 update that is not an object is read",
+        "trace/_model.py",
+        '            if isinstance(update, dict) and kind == "state_update" and update.get("state") == "idle":\n',
+        "            assert isinstance(update, dict)\n"
+        '            if kind == "state_update" and update.get("state") == "idle":\n',
+        (f"{_READ}test_a_v2_update_that_is_not_an_object_is_read",),
+    ),
+    Mutation(
+        "trace-reader-header-agent",
+        "trace reader: a header whose agent is not a list is read",
+        "trace/_read.py",
+        '        event["agent"] = [agent if isinstance(agent, str) else orjson.dumps(agent, default=str).decode()]\n',
+        "        pass\n",
+        (f"{_READ}test_a_header_whose_agent_is_not_a_list_is_read",),
+    ),
+]
