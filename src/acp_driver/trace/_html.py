@@ -8,7 +8,8 @@ session:
 
 - at the top of the lane, the turn's verdict in words (``trace._verdict``);
 - the turn as a bar from its prompt to its answer (or its resolution), coloured by resolution;
-- above it, the density of its updates over time (bins of a few pixels);
+- above it, the density of its updates over time (bins of a few pixels, binned again by the
+  script at each zoom level);
 - below it, each permission request as a span from the request to its answer, named by its
   title;
 - markers: the cancel, ``session/cancel`` and ``$/cancel_request`` sent, each rung taken, the
@@ -113,6 +114,8 @@ class _Page:
         self.parts: list[str] = []
         self.shown: dict[str, str] = {}
         """Event id -> its JSON, for the hover (only events drawn)."""
+        self.updates: dict[str, list[float]] = {}
+        """A turn's event id -> the times of its updates."""
 
     def x(self, t: float) -> float:
         return round(self.x0 + max(0.0, t) * self.pxs, 2)
@@ -354,6 +357,9 @@ class _Page:
             bins.setdefault(int((self.x(update.t) - self.x0) // BIN_PX), []).append(update)
         if not bins:
             return
+        # the updates' times, for the script to bin them again at each zoom level
+        self.updates[str(turn.eid)] = [round(u.t, 6) for u in turn.updates]
+        self.parts.append(f'<g class="density-lane" data-turn="{turn.eid}" data-y="{y}" data-h="{h}">')
         peak = max(len(b) for b in bins.values())
         for index, updates in sorted(bins.items()):
             height = max(1.5, h * len(updates) / peak)
@@ -370,6 +376,7 @@ class _Page:
                 f'class="density" data-e="{first.eid}" data-first="{first.t}" data-n="{len(updates)}" '
                 f'data-note="{_e(note)}"',
             )
+        self.parts.append("</g>")
 
     # ------------------------------------------------------------------ the page
 
@@ -411,7 +418,7 @@ class _Page:
         )
         if trace.verdicts:
             body.append(self.verdicts())
-        data = {"events": self.shown}
+        data = {"events": self.shown, "updates": self.updates}
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
