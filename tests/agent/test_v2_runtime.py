@@ -183,6 +183,36 @@ async def test_v2_params_are_checked_against_v2s_schema(
     assert [i["stopReason"] for i in await agent.idle(1)] == ["end_turn"]
 
 
+@pytest.mark.parametrize(
+    ("block", "taken"),
+    [
+        ({"type": "text", "text": "hi"}, True),
+        ({"type": "resource_link", "uri": "file:///x", "name": "x"}, True),  # baseline
+        ({"type": "resource", "resource": {"uri": "file:///x", "text": "hi"}}, True),  # embeddedContext
+        ({"type": "image", "data": "AA==", "mimeType": "image/png"}, False),  # not advertised
+        ({"type": "audio", "data": "AA==", "mimeType": "audio/wav"}, False),
+        ({"type": "_vendor/thing", "x": 1}, False),
+        ({"type": "future"}, False),
+    ],
+)
+async def test_a_block_type_the_agent_does_not_take_is_invalid_params(
+    agent: V2Client, block: dict[str, Any], taken: bool
+) -> None:
+    # v2 (ContentBlock): "Agents MUST reject a session/prompt request with a content block type
+    # they do not support with -32602". The reference agent takes embeddedContext only.
+    turn = agent.conn.request_nowait(
+        "session/prompt", {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": "x"}, block]}
+    )
+    answer = await agent.answer(turn)
+    if taken:
+        assert "messageId" in answer["result"]
+        assert [i["stopReason"] for i in await agent.idle(1)] == ["end_turn"]
+    else:
+        assert answer["error"]["code"] == -32602
+        assert f"prompt[1] is a {block['type']!r} block" in answer["error"]["message"]
+        assert agent.updates() == []  # neither inserted nor held
+
+
 async def test_a_v2_session_needs_only_a_cwd(agent: V2Client) -> None:
     # v1's table applied to v2 refused this (missing "mcpServers"): v2 requires only cwd.
     opened = await agent.conn.request("session/new", {"cwd": os.getcwd()})

@@ -41,6 +41,13 @@ audit's verdict on it can be tested against a real process over real pipes.
     --slow-answer METHOD MS the answer to every METHOD request (initialize, session/new) comes MS
                             late, the agent reading nothing meanwhile (a slow start: a runtime
                             warming up, npx fetching the agent); repeatable
+    --resume-loses-turn     advertise loadSession; session/load of a session whose turn runs
+                            forgets the turn, so a later session/cancel misses it (codex-acp#186)
+    --late-stop-reason      a cancelled turn is answered cancelled at once, but its late
+                            end_turn answers the session's next prompt at once, whose own work
+                            comes after that answer (claude-agent-acp#551)
+    --work-after-cancel     a cancelled turn's work goes on after its answer: a tool call, its
+                            completion and an fs/write_text_file request (Lody#196)
     --log PATH              append every message received (one JSON per line)
     --pidfile PATH          append this process's pid
 """
@@ -91,6 +98,7 @@ class Agent:
         self.terminal = False
         self.poisoned: set[str] = set()
         self.slow = {method: int(ms) for method, ms in opts.slow_answer}
+        self.owed: set[str] = set()  # sessions whose cancelled turn's late end_turn is pending
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -124,7 +132,7 @@ class Agent:
                     "id": rid,
                     "result": {
                         "protocolVersion": params.get("protocolVersion") if self.opts.echo_version else 1,
-                        "agentCapabilities": {},
+                        "agentCapabilities": {"loadSession": True} if self.opts.resume_loses_turn else {},
                         "authMethods": methods,
                         "agentInfo": {"name": self.opts.name, "version": "1"},
                     },
@@ -144,6 +152,9 @@ class Agent:
             self.modes[sid] = "default"
             send({"id": rid, "result": {"sessionId": sid}})
             update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": []})
+        elif method == "session/load":
+            self.turns.pop(params.get("sessionId", ""), None)  # --resume-loses-turn: the turn is lost
+            send({"id": rid, "result": {}})
         elif method == "session/set_mode":
             self.modes[params["sessionId"]] = params["modeId"]
             send({"id": rid, "result": {}})
@@ -156,6 +167,10 @@ class Agent:
                     os.close(1)
                 time.sleep(3600)
             sid = params["sessionId"]
+            if sid in self.owed:  # the cancelled turn's late stop reason answers this prompt
+                self.owed.discard(sid)
+                send({"id": rid, "result": {"stopReason": "end_turn"}})
+                rid = None
             cancelled = threading.Event()
             self.turns[sid] = (rid, cancelled)
             text = " ".join(b.get("text", "") for b in params.get("prompt", []))
@@ -228,7 +243,16 @@ class Agent:
                 sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(late) + "\n")
                 sys.stdout.flush()
             return
-        send({"id": rid, "result": {"stopReason": stop}})
+        if rid is not None:
+            send({"id": rid, "result": {"stopReason": stop}})
+        if stop == "cancelled" and self.opts.late_stop_reason:
+            self.owed.add(sid)
+        if stop == "cancelled" and self.opts.work_after_cancel:
+            call = {"toolCallId": "late-1", "title": "Write y.txt", "kind": "edit", "status": "in_progress"}
+            update(sid, {"sessionUpdate": "tool_call", **call})
+            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "late-1", "status": "completed"})
+            params = {"sessionId": sid, "path": "/tmp/never-written-y.txt", "content": "y"}
+            send({"id": 9999, "method": "fs/write_text_file", "params": params})
 
     def permission_turn(self, sid: str, cancelled: threading.Event) -> str:
         call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
@@ -300,6 +324,9 @@ def main() -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--pidfile", default=None)
     parser.add_argument("--fail-after", type=int, default=None)
+    parser.add_argument("--resume-loses-turn", action="store_true")
+    parser.add_argument("--late-stop-reason", action="store_true")
+    parser.add_argument("--work-after-cancel", action="store_true")
     parser.add_argument("--slow-answer", nargs=2, action="append", default=[], metavar=("METHOD", "MS"))
     opts = parser.parse_args()
     global MESSAGE_ID

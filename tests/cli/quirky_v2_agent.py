@@ -46,6 +46,13 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
     --snapshot-before-replay session/resume sends the snapshot before the replay
     --idle-snapshot          the resume snapshot says idle, even while work runs
     --unknown-method-code N  an unknown method is answered with error N (not -32601)
+    --resume-loses-work      session/resume of a session whose work runs starts it afresh: the
+                             running work is forgotten, so a later session/cancel misses it
+                             (codex-acp#186)
+    --late-stop-reason       a cancelled work's late idle end_turn comes when the next prompt
+                             arrives, before that prompt's own span (claude-agent-acp#551)
+    --work-after-cancel      a cancelled work goes on after its idle: a tool call and its
+                             completion, and an fs/write_text_file request (Lody#196)
 """
 
 from __future__ import annotations
@@ -92,6 +99,7 @@ class Session:
         self.history: list[dict[str, Any]] = []
         self.cancelling = False
         self.closed = False
+        self.owed = False
         self.mode = "default"
         self.idle = threading.Condition(lock=threading.Lock())
 
@@ -199,6 +207,9 @@ class Agent:
 
     def run(self, session: Session, work: Work) -> None:
         sid = session.id
+        if session.owed:  # --late-stop-reason: the cancelled work's late end
+            session.owed = False
+            update(sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
         mid = f"u{next(ids)}"
         user = {
             "sessionUpdate": "user_message",
@@ -236,6 +247,14 @@ class Agent:
             send(answer)
         if stop == "cancelled" and self.opts.late_update:
             self.chunk(sid, reply, "late")
+        if stop == "cancelled" and self.opts.late_stop_reason:
+            session.owed = True
+        if stop == "cancelled" and self.opts.work_after_cancel:
+            call = {"toolCallId": "late-1", "title": "Write y.txt", "kind": "edit", "status": "in_progress"}
+            update(sid, {"sessionUpdate": "tool_call", **call})
+            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "late-1", "status": "completed"})
+            params = {"sessionId": sid, "path": "/tmp/never-written-y.txt", "content": "y"}
+            send({"id": f"late-{next(ids)}", "method": "fs/write_text_file", "params": params})
         self.finish(session, work)
 
     def stream(self, sid: str, reply: str, work: Work, count: int, delay: float) -> str:
@@ -374,6 +393,10 @@ class Agent:
     def resume(self, rid: Any, params: dict[str, Any]) -> None:
         session = self.sessions[params["sessionId"]]
         state = "running" if session.works and not self.opts.idle_snapshot else "idle"
+        if self.opts.resume_loses_work:  # a fresh session object: the running work is forgotten
+            fresh = Session(session.id)
+            fresh.history = session.history
+            self.sessions[session.id] = session = fresh
         snapshot = {"sessionUpdate": "state_update", "state": state}
         replay = params.get("replayFrom") == {"type": "start"}
         if self.opts.snapshot_before_replay:
@@ -413,6 +436,9 @@ def main() -> None:
         "--snapshot-before-replay",
         "--idle-snapshot",
         "--reuse-reply-id",
+        "--resume-loses-work",
+        "--late-stop-reason",
+        "--work-after-cancel",
     ):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--unknown-method-code", type=int, default=-32601)

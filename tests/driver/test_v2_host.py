@@ -22,8 +22,10 @@ from acp_driver.driver import (
     PermissionRequest,
     Resolution,
     Rung,
+    Topic,
     allow_all,
 )
+from acp_driver.driver._updates import UPDATE_TYPES
 from acp_driver.services import LocalFileSystem, LocalTerminals
 
 from ..fakeclock import FakeClock
@@ -507,3 +509,33 @@ async def test_a_question_withdrawn_before_the_policy_ran_is_answered_by_the_ver
         (text,) = texts
         assert said in text
         assert asked == []  # the policy never ran
+
+
+async def test_a_host_matching_topics_sees_the_same_turn_in_both_versions(tmp_path: Path) -> None:
+    """Host code written against ``update.topic`` (not the wire kinds, which v2 renamed: ``plan``
+    -> ``plan_update``, ``tool_call`` -> ``tool_call_update``...) reads the same turn from a v1
+    and a v2 agent: the same text, the same thought, the same plan entries, the same tool call."""
+    seen: dict[int, list[tuple[Topic, Any]]] = {}
+    for version in (1, 2):
+        async with running(reference("polite"), protocol=version) as agent:
+            session = await agent.new_session(tmp_path)
+            turn = session.prompt("/think hmm\n/plan\n/tool grep 1\nhello")
+            got: list[tuple[Topic, Any]] = []
+            async for update in turn:
+                if update.topic in (Topic.AGENT_TEXT, Topic.THOUGHT):
+                    got.append((update.topic, getattr(update, "text", None)))
+                elif update.topic is Topic.PLAN:
+                    got.append((Topic.PLAN, [e.get("status") for e in getattr(update, "entries", [])]))
+                elif update.topic is Topic.TOOL_CALL:
+                    got.append((Topic.TOOL_CALL, getattr(update, "status", None)))
+            assert (await turn).stop_reason == "end_turn"
+            seen[version] = got
+    assert seen[1] == seen[2]
+    assert (Topic.AGENT_TEXT, "hello\n") in seen[1]
+    assert any(topic is Topic.PLAN for topic, _ in seen[1])
+    assert any(topic is Topic.TOOL_CALL for topic, _ in seen[1])
+
+
+def test_every_update_kind_has_a_topic() -> None:
+    for kind, cls in UPDATE_TYPES.items():
+        assert cls.topic is not Topic.UNKNOWN, kind

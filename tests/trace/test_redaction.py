@@ -252,7 +252,8 @@ def test_spans_never_carry_a_secret(tmp_path: Path) -> None:
     sink.event("exit", status=1, description=f"died: ws://u:{SECRET}@h")
     sink.close()
     finished = exporter.get_finished_spans()
-    assert {s.name for s in finished} >= {"auth/login", "authenticate", "session/prompt", "invoke_agent"}
+    assert {s.name for s in finished} >= {"auth/login", "authenticate", "session/prompt"}
+    assert any(s.name.startswith("invoke_agent") for s in finished)  # the turn's span
     statuses = {s.name: s.status.description for s in finished if s.status.description}
     assert statuses == {
         "auth/login": REDACTED,  # an authentication error is replaced whole

@@ -98,7 +98,7 @@ MUTATIONS = [
         "otel-v2-agent-turn-to-idle",
         "OpenTelemetry: a v2 agent's turn span ends at the idle, not at the prompt's insertion",
         "trace/_otel.py",
-        "        if self._profile.turn_end is TurnEnd.PROMPT_ANSWER or not isinstance(result, dict):\n",
+        "        if self._profile.answer_ends_turn or not isinstance(result, dict):\n",
         "        if True:\n",
         ("tests/trace/test_otel.py::test_both_sides_of_a_cancelled_turn_in_one_trace",),
     ),
@@ -202,5 +202,13 @@ MUTATIONS = [
         (
             "tests/services/test_terminals.py::test_a_command_ignoring_sigterm_is_sigkilled_at_kill_grace_on_the_clock",
         ),
+    ),
+    Mutation(
+        "package-logger-null-handler",
+        "the package logger has a NullHandler: a library never prints through logging's last resort",
+        "_log.py",
+        "    PACKAGE_LOGGER.addHandler(logging.NullHandler())\n",
+        "    pass\n",
+        ("tests/test_logging_quiet.py::test_a_warning_prints_nothing_without_logging_configured",),
     ),
 ]

@@ -54,8 +54,8 @@ MUTATIONS = [
         "v2-agent-requires-action",
         "v2: requires_action while a permission question is pending",
         "agent/_turn.py",
-        '            await spans.set_state(self.session, "requires_action")\n',
-        "            pass\n",
+        '        await foreground.set_state(self.session, "requires_action")\n',
+        "        pass\n",
         (
             "tests/agent/test_v2_runtime.py::test_a_permission_makes_the_state_requires_action_and_a_cancel_withdraws_it",
         ),
@@ -336,8 +336,8 @@ MUTATIONS = [
         "v2-agent-running-again-after-permission",
         "v2 agent: running is reported again once a permission question is answered",
         "agent/_turn.py",
-        '                    await spans.set_state(self.session, "running")\n',
-        "                    pass\n",
+        '                await foreground.set_state(self.session, "running")\n',
+        "                pass\n",
         ("tests/agent/test_v2_runtime.py::test_running_is_reported_again_once_a_permission_is_answered",),
     ),
     Mutation(
@@ -364,5 +364,13 @@ MUTATIONS = [
         '            logger.debug("connection closed before the idle of %s", session.id)\n',
         "",
         ("tests/agent/test_v2_in_process.py::test_a_span_ending_after_its_client_left_leaves_no_task_error",),
+    ),
+    Mutation(
+        "v2-agent-refuses-block-types-it-does-not-take",
+        "v2 agent (ContentBlock): a prompt with a content block type the agent does not take is -32602",
+        "agent/_spans.py",
+        '        _refuse_unsupported_blocks(runtime.agent.prompt_capabilities, params["prompt"])\n',
+        "",
+        ("tests/agent/test_v2_runtime.py::test_a_block_type_the_agent_does_not_take_is_invalid_params",),
     ),
 ]

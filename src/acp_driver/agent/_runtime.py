@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import protocol as p
 from ..aio import Clock, Connection, LoopClock, current_request, wait_on
-from ..core import V1, ErrorCode, ProtocolProfile, RpcError, TurnEnd, negotiate
+from ..core import V1, ErrorCode, ProtocolProfile, RpcError, negotiate
 from ._params import check_params, params_problem
 from ._spans import Spans
 from ._turn import Session, Turn
@@ -229,28 +229,21 @@ class AgentRuntime:
             check_params(profile, p.INITIALIZE, params)
         self.profile = profile
         self.protocol_version = self.profile.version
-        v2 = self.profile.turn_end is TurnEnd.IDLE_STATE
-        if v2:
+        if profile.holds_prompts:
             self.spans.install()  # the version's handlers for prompts, cancels, close, resume
-        caps = params.get("capabilities" if v2 else "clientCapabilities")
+        caps = params.get(profile.client_capabilities_field)
         self.client_capabilities = caps if isinstance(caps, dict) else {}
-        info = params.get("info" if v2 else "clientInfo")
+        info = params.get(profile.client_info_field)
         self.client_info = info if isinstance(info, dict) else None
         agent_info: dict[str, Any] = {"name": self.agent.name, "version": self.agent.version}
         if self.agent.title:
             agent_info["title"] = self.agent.title
-        if v2:
-            return {
-                "protocolVersion": self.protocol_version,
-                "info": agent_info,
-                "capabilities": self.capabilities_v2(),
-                "authMethods": list(self.agent.auth_methods),
-            }
+        advertised = {1: self.capabilities, 2: self.capabilities_v2}[profile.version]
         return {
             "protocolVersion": self.protocol_version,
-            "agentCapabilities": self.capabilities(),
+            profile.capabilities_field: advertised(),
             "authMethods": list(self.agent.auth_methods),
-            "agentInfo": agent_info,
+            profile.info_field: agent_info,
         }
 
     def capabilities_v2(self) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 In v2 the runtime, not the agent's code, keeps the lifecycle (an agent written on the runtime
 only writes ``prompt(turn)``, as for v1):
 
+- ``session/prompt`` with a content block the agent does not take (not ``text`` or
+  ``resource_link``, nor opted in by ``Agent.prompt_capabilities``) is ``-32602`` at once.
 - ``session/prompt`` is **held** while the session works (answered by nobody yet), then
   **inserted** in the order the prompts came: the runtime sends the ``user_message`` (with the
   ``messageId`` it made), ``state_update running``, answers the prompt ``{"messageId": ...}`` and
@@ -69,6 +71,7 @@ class Spans:
         """``session/prompt`` in v2: hold, insert, answer with the message id, start the span."""
         runtime = self.runtime
         params = check_params(self.runtime.profile, p.SESSION_PROMPT, params)
+        _refuse_unsupported_blocks(runtime.agent.prompt_capabilities, params["prompt"])
         session = runtime._session(params)
         ctx = current_request()
         task = asyncio.current_task()
@@ -329,6 +332,27 @@ class Spans:
                 if not s.closed and (cwd is None or s.cwd == cwd)
             ]
         }
+
+
+_BASELINE_BLOCKS = frozenset({"text", "resource_link"})
+"""Content blocks every v2 agent takes in a prompt; the others only where advertised."""
+_OPT_IN_BLOCKS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+"""block type -> the prompt capability that admits it (``Agent.prompt_capabilities``)."""
+
+
+def _refuse_unsupported_blocks(capabilities: dict[str, bool], prompt: list[dict[str, Any]]) -> None:
+    """v2 (ContentBlock): "Agents MUST reject a session/prompt request with a content block type
+    they do not support with -32602" -- before the prompt is held or inserted."""
+    for i, block in enumerate(prompt):
+        kind = block["type"]
+        if kind in _BASELINE_BLOCKS or capabilities.get(_OPT_IN_BLOCKS.get(kind, "")):
+            continue
+        shown = kind if len(kind) <= 40 else kind[:40] + "..."
+        raise RpcError.invalid_params(
+            f"session/prompt: prompt[{i}] is a {shown!r} block, which this agent does not take "
+            "(capabilities.session.prompt)",
+            {"type": shown},
+        )
 
 
 def _not_in_v2(method: str) -> Any:

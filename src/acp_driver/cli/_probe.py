@@ -46,7 +46,9 @@ from ..core import (
     read_answer,
     retry_version,
 )
+from ..driver import AgentStartError
 from ..trace import follow_connection, wire_tracer
+from ._remote_options import credentials_hint
 from ._text import excerpt
 
 TURN_ACTIVITY = frozenset(
@@ -56,6 +58,7 @@ TURN_ACTIVITY = frozenset(
 commands, mode, config options, session info) do not: agents send them before any model call."""
 
 TURN_ACTIVITY_V2 = p.TURN_UPDATES_V2 - {"user_message", "user_message_chunk"}
+_ACTIVITY = {1: TURN_ACTIVITY, 2: TURN_ACTIVITY_V2}
 """v2: the updates that show foreground work at it (messages, thoughts, tool calls, plans,
 terminals). Neither ``state_update`` (``running`` may come before any model call) nor the
 session-wide ``usage_update`` (claude-agent-acp sends it before the model answers) counts."""
@@ -210,7 +213,7 @@ class Probe:
     @property
     def activity_kinds(self) -> frozenset[str]:
         """The update kinds that show a turn at work, in the version spoken."""
-        return TURN_ACTIVITY_V2 if self.version == 2 else TURN_ACTIVITY
+        return _ACTIVITY[self.version]
 
     async def wait_for(self, found: Callable[[], T | None], timeout: float) -> T | None:
         """Re-read the record at every arrival until ``found()`` gives something (returned), or
@@ -354,8 +357,10 @@ class Probe:
             await self.start()
         except (OSError, TimeoutError, ValueError) as exc:
             if self.url is not None:
-                raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
-            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise SetupError(f"cannot connect to {self.url}: {exc}{credentials_hint(exc, '; ')}") from exc
+            what: object = exc
+            if isinstance(exc, OSError):
+                what = AgentStartError.spawn_reason(self.argv[0], exc, os.environ.get("PATH", os.defpath))
             raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
         await self._initialize()
         self.initialized = True
@@ -379,7 +384,7 @@ class Probe:
             except NegotiationError as why:
                 raise SetupError(f"initialize: {why}") from exc
             if again is None:
-                raise SetupError(f"initialize: {exc}") from exc
+                raise SetupError(f"initialize: {exc}{credentials_hint(exc, '; ')}") from exc
             result = await self._step("initialize", p.INITIALIZE, self._initialize_params(again, both=False))
         except (TimeoutError, AgentGone) as exc:
             raise SetupError(f"initialize: {exc or type(exc).__name__}") from exc
@@ -412,7 +417,7 @@ class Probe:
         if not isinstance(sid, str):
             raise SetupError(f"session/new: invalid response {excerpt(result)}")
         self.session_id = sid
-        if self.mode is not None and self.version == 2:  # v2 has no modes: the "mode" option
+        if self.mode is not None and profile_for(self.version).modes_are_options:
             await self._step(
                 f"session/set_config_option mode={self.mode!r}",
                 p.SESSION_SET_CONFIG_OPTION,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ._options import HelpFormatter
+
 TRACE_EPILOG = """\
 examples:
   acp-driver run --trace turn.ndjson "/stream 50 100"     record a turn (Ctrl-C cancels it)
@@ -18,7 +20,10 @@ examples:
   acp-driver trace turn.ndjson --html turn.html           and the timeline page
   acp-driver trace turn.ndjson --chrome turn.json         for Perfetto (ui.perfetto.dev) or chrome://tracing
 
-The schema of the file is in docs/trace.md.
+The file is NDJSON, one event a line: first a header (kind "trace", v: the schema version, role,
+the agent's command), then per line an id, t (seconds since the start) and a kind: wire (a
+message, dir in/out), spawn, signal, timeout, cancel, rung, resolved, exit, connection_start,
+connection_end, verdict, truncated. Secrets are redacted before they are written.
 """
 
 
@@ -28,7 +33,7 @@ def build_trace_parser() -> argparse.ArgumentParser:
         description="Summarize a trace recorded with --trace (per turn: duration, updates, permissions, "
         "the cancel and the rung that resolved it, late updates), or draw it as an HTML timeline.",
         epilog=TRACE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("file", metavar="FILE", help="a trace written by --trace (NDJSON)")
     parser.add_argument("--html", metavar="OUT", default=None, help="write the timeline page to OUT")

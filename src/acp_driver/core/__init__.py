@@ -4,15 +4,14 @@ Imports nothing from asyncio, subprocess, os or time (a test keeps it that way).
 lazily (``acp_driver._lazy``): an agent does not import the host's turn machine and ladder.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._agent_turn": (
-            "AGENT_TURN_TRANSITIONS",
             "AgentTurnEvent",
             "AgentTurnMachine",
             "AgentTurnState",
@@ -60,7 +59,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ),
         "._json": ("encode_json", "encode_relayed", "parse_json", "printable", "scrub"),
         "._connection_end": ("ConnectionEndMachine",),
-        "._host_turn": ("TRANSITIONS", "TurnMachine", "TurnState"),
+        "._host_turn": ("TurnMachine", "TurnState"),
         "._ladder": (
             "DEFAULT_BUDGET",
             "CancelLadder",
@@ -121,8 +120,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     },
 )
 
-if TYPE_CHECKING:
-    from ._agent_turn import AGENT_TURN_TRANSITIONS as AGENT_TURN_TRANSITIONS
+if typing.TYPE_CHECKING:
     from ._agent_turn import AgentTurnEvent as AgentTurnEvent
     from ._agent_turn import AgentTurnMachine as AgentTurnMachine
     from ._agent_turn import AgentTurnState as AgentTurnState
@@ -160,7 +158,6 @@ if TYPE_CHECKING:
     from ._framing import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
     from ._framing import LineFramer as LineFramer
     from ._framing import OversizedLine as OversizedLine
-    from ._host_turn import TRANSITIONS as TRANSITIONS
     from ._host_turn import TurnMachine as TurnMachine
     from ._host_turn import TurnState as TurnState
     from ._json import encode_json as encode_json

@@ -87,8 +87,16 @@ class ProtocolProfile:
     withdrawn_question_cancelled: bool
     """A permission request the agent withdraws is answered with the ``cancelled`` outcome (v2's
     schema); v1: ``-32800``."""
+    cancellable_tool_calls: bool
+    """A tool call may advertise ``capabilities.cancel`` (``tool_call/cancel``, v2)."""
     requirements: Requirements
     """The members the params of each method (and each prompt content block) must have."""
+
+    @property
+    def answer_ends_turn(self) -> bool:
+        """The answer to ``session/prompt`` ends the turn (v1); else it says the prompt was
+        inserted, and an idle ``state_update`` ends the work (v2)."""
+        return self.turn_end is TurnEnd.PROMPT_ANSWER
 
     def answer_stop_reason(self, answer: Any) -> str | None:
         """The stop reason a ``session/prompt`` answer ends the turn with (None: not a valid
@@ -183,6 +191,7 @@ V1 = ProtocolProfile(
     modes_are_options=False,
     typed_option_values=False,
     withdrawn_question_cancelled=False,
+    cancellable_tool_calls=False,
     requirements=V1_REQUIREMENTS,
 )
 
@@ -244,6 +253,7 @@ V2 = ProtocolProfile(
     modes_are_options=True,
     typed_option_values=True,
     withdrawn_question_cancelled=True,
+    cancellable_tool_calls=True,
     requirements=V2_REQUIREMENTS,
 )
 

@@ -177,10 +177,9 @@ class AgentHandle:
         except OSError as exc:
             if sink is not None and owned:
                 sink.close()
-            what = exc.strerror or str(exc)
-            if exc.filename is not None and str(exc.filename) != argv[0]:
-                what += f": {exc.filename}"  # e.g. the cwd does not exist
-            raise AgentStartError(f"cannot start agent {argv[0]!r}: {what}") from exc
+            search = (env if env is not None else os.environ).get("PATH", os.defpath)
+            why = AgentStartError.spawn_reason(argv[0], exc, search)
+            raise AgentStartError(f"cannot start agent {argv[0]!r}: {why}") from exc
         agent = cls(
             connection,
             ProcessPeer(child),

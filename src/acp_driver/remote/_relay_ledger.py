@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import protocol as p
-from ..core import NegotiationError, read_answer
+from ..core import PROFILES, NegotiationError, read_answer
 from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
 
 INITIALIZE_REPLY: Final = "initialize"
@@ -118,6 +118,12 @@ class RelayLedger:
             if sid is not None:
                 self.sessions.add(sid)
             return CONNECTION
+        if request.method == p.SESSION_PROMPT and "result" in message and request.session_id is not None:
+            profile = PROFILES.get(self.version) if self.version is not None else None
+            if profile is not None and profile.holds_prompts:
+                # v2: an inserted prompt starts foreground work, which runs until its idle (the
+                # running ``state_update`` follows the answer).
+                self.working.add(request.session_id)
         if request.method in SESSION_SCOPED_METHODS and request.session_id in self.sessions:
             assert request.session_id is not None
             return request.session_id
@@ -145,6 +151,13 @@ class RelayLedger:
         whose foreground work runs."""
         sids = [r.session_id for r in self.prompts() if r.session_id is not None]
         return list(dict.fromkeys([*sids, *sorted(self.working)]))
+
+    def turn_live(self, sid: str) -> bool:
+        """Whether ``sid`` has a live turn: its prompt unanswered, or (v2) its foreground work
+        running. The one reading of "what ends a turn" a relay needs (the proxy asks it)."""
+        return sid in self.working or any(
+            r.session_id == sid and r.method == p.SESSION_PROMPT for r in self.to_agent.values()
+        )
 
     @property
     def in_flight(self) -> bool:

@@ -8,11 +8,12 @@ exports it in the Trace Event Format (Perfetto, ``chrome://tracing``). ``OtelSin
 asyncio; names are exported lazily, so the OpenTelemetry bridge loads only when used.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
-from .._lazy import lazy_exports
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._sink": (
@@ -25,7 +26,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "open_trace",
             "wire_tracer",
         ),
-        "._recorder": ("DEFAULT_MAX_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "SCHEMA_VERSION", "TraceRecorder"),
+        "._recorder": ("DEFAULT_MAX_BYTES", "DEFAULT_MAX_TRACED_BYTES", "SCHEMA_VERSION", "TraceRecorder"),
         "._redact": ("REDACTED", "redact_argv", "redact_message"),
         "._model": ("Trace",),
         "._read": ("TraceFormatError", "read_trace"),
@@ -36,7 +37,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     },
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._chrome import chrome_trace as chrome_trace
     from ._html import render_html as render_html
     from ._model import Trace as Trace
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from ._read import TraceFormatError as TraceFormatError
     from ._read import read_trace as read_trace
     from ._recorder import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
-    from ._recorder import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
+    from ._recorder import DEFAULT_MAX_TRACED_BYTES as DEFAULT_MAX_TRACED_BYTES
     from ._recorder import SCHEMA_VERSION as SCHEMA_VERSION
     from ._recorder import TraceRecorder as TraceRecorder
     from ._redact import REDACTED as REDACTED

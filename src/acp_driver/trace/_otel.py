@@ -53,7 +53,7 @@ import orjson
 
 from .. import __version__
 from .. import protocol as p
-from ..core import PROFILES, TurnEnd, profile_for
+from ..core import PROFILES, profile_for
 from ._redact import Redactor, redact_fields, redact_value
 
 INVOKE_AGENT = "invoke_agent"
@@ -242,7 +242,7 @@ class OtelSink:
         turn = turns[0]
         kind = update.get("sessionUpdate")
         if kind == "state_update" and update.get("state") == "idle":
-            if self._profile.turn_end is not TurnEnd.IDLE_STATE:
+            if self._profile.answer_ends_turn:
                 return
             reason = self._profile.idle_stop_reason(update)
             if reason is not None:
@@ -319,7 +319,7 @@ class OtelSink:
             turn.span.set_attribute("rpc.jsonrpc.error_code", _attr(error.get("code")))
         if self.role == "host":
             return  # a host's turn ends at its resolution (a lifecycle event)
-        if self._profile.turn_end is TurnEnd.PROMPT_ANSWER or not isinstance(result, dict):
+        if self._profile.answer_ends_turn or not isinstance(result, dict):
             self._end_turn(turn, None)  # v2: an answer that is not an insertion refused the prompt
 
     def _initialized(self, span: Any, result: dict[str, Any]) -> None:

@@ -33,7 +33,7 @@ SCHEMA_VERSION = 1
 """The trace file's schema version (the header's ``v``); docs/trace.md describes each."""
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024
+DEFAULT_MAX_TRACED_BYTES = 64 * 1024
 _NOTE_ROOM = 512
 """Bytes kept free below ``max_bytes`` for the ``truncated`` line."""
 _SECRET_ROOM = 4096
@@ -49,7 +49,7 @@ class TraceRecorder:
         path: str | os.PathLike[str],
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_message_bytes: int = DEFAULT_MAX_TRACED_BYTES,
         clock: Callable[[], float] = time.monotonic,
         **header: Any,
     ) -> None:
