@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """How long a big trace takes to draw and to open: ``python3 benchmarks/trace_page.py [EVENTS]``.
 
-Writes a trace of about EVENTS lines (default 100 000) shaped like real recordings: one agent,
-50 turns in one session, each streaming its updates; every fifth turn is cancelled, the agent
+Writes traces of about EVENTS lines (default 100 000) shaped like real recordings: one agent,
+turns in one session, each streaming its updates; every fifth turn is cancelled, the agent
 ignores it and the ladder climbs to SIGTERM (``cancel``, ``rung``, ``resolved`` events,
-``session/cancel`` and ``$/cancel_request`` on the wire). Then measures, best of three:
+``session/cancel`` and ``$/cancel_request`` on the wire). Three shapes: 50 turns (2000 updates
+each), 1000 turns (100 updates each: a thousand lanes), and one turn answered at once whose
+updates all come after its answer (every one a late update). For each, best of three:
 
 - ``acp-driver trace FILE --html OUT -q`` (read, analyse, draw) and ``--chrome OUT -q``, as
-  subprocesses (wall time, the interpreter's start included);
+  subprocesses (wall time, the interpreter's start included, and CPU time);
 - the page in headless Chromium (Debian's ``chromium``): from navigation to the load event,
   and to the first frame painted after it; then one zoom (the layout of every element placed in
   time, and the axis redrawn).
@@ -18,6 +20,7 @@ Prints the numbers; asserts nothing (the machine's load decides them).
 from __future__ import annotations
 
 import asyncio
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,12 +32,11 @@ from typing import Any
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-TURNS = 50
 SESSION = "sess_benchmark"
 
 
-def write_trace(path: Path, events: int) -> int:
-    per_turn = max(1, (events - 10) // TURNS - 8)
+def write_trace(path: Path, events: int, turns: int, late: bool = False) -> int:
+    per_turn = max(1, (events - 10) // turns - 8)
     lines: list[dict[str, Any]] = []
     t = 0.0
 
@@ -54,7 +56,7 @@ def write_trace(path: Path, events: int) -> int:
     )
     wire("in", {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": SESSION}})
     rid = 2
-    for turn in range(TURNS):
+    for turn in range(turns):
         t += 0.05
         prompt = rid
         rid += 1
@@ -70,7 +72,9 @@ def write_trace(path: Path, events: int) -> int:
                 },
             },
         )
-        cancelled = turn % 5 == 4
+        cancelled = turn % 5 == 4 and not late
+        if late:
+            wire("in", {"jsonrpc": "2.0", "id": prompt, "result": {"stopReason": "end_turn"}})
         for i in range(per_turn):
             t += 0.001
             if cancelled and i == per_turn // 2:
@@ -95,6 +99,8 @@ def write_trace(path: Path, events: int) -> int:
                 },
             )
         t += 0.001
+        if late:
+            continue
         if cancelled:
             add("rung", rung="terminate", session=SESSION, due=1.5, next=2.0)
             add("resolved", session=SESSION, resolution="killed", stop_reason=None, by="terminate",
@@ -109,12 +115,18 @@ def write_trace(path: Path, events: int) -> int:
     return len(lines)
 
 
-def best_of(n: int, argv: list[str]) -> float:
-    best = float("inf")
+def best_of(n: int, argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of the fastest of ``n`` runs of ``argv`` (CPU: user + system, the
+    figure a loaded machine does not inflate)."""
+    best = (float("inf"), float("inf"))
     for _ in range(n):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run(argv, check=True, capture_output=True)
-        best = min(best, time.perf_counter() - started)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        best = min(best, (wall, cpu))
     return best
 
 
@@ -161,22 +173,26 @@ async def browser_times(page: Path) -> tuple[float, float, float]:
 def main() -> int:
     events = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
     cli = [sys.executable, "-m", "acp_driver", "trace"]
+    shapes = (("50 turns", 50, False), ("1000 turns", 1000, False), ("1 turn, all updates late", 1, True))
     with tempfile.TemporaryDirectory(prefix="acp-trace-bench-") as folder:
-        trace = Path(folder) / "big.ndjson"
-        written = write_trace(trace, events)
-        page, chrome = Path(folder) / "big.html", Path(folder) / "big.json"
-        draw = best_of(3, [*cli, str(trace), "--html", str(page), "-q"])
-        export = best_of(3, [*cli, str(trace), "--chrome", str(chrome), "-q"])
-        load, painted, zoom = asyncio.run(browser_times(page))
-        print(
-            f"trace: {written} events, {trace.stat().st_size / 1e6:.1f} MB; page {page.stat().st_size / 1e6:.1f} MB"
-        )
-        print(f"acp-driver trace --html (read, analyse, draw): {draw:6.2f} s")
-        print(f"acp-driver trace --chrome:                     {export:6.2f} s")
-        print(f"chromium: navigation to load event:            {load:6.2f} s")
-        print(f"chromium: navigation to first frame:           {painted:6.2f} s")
-        print(f"chromium: one zoom (layout and axis, 2 frames): {zoom:6.3f} s")
-        print(f"from the file to a painted page:               {draw + painted:6.2f} s")
+        for name, turns, late in shapes:
+            trace = Path(folder) / "big.ndjson"
+            written = write_trace(trace, events, turns, late)
+            page, chrome = Path(folder) / "big.html", Path(folder) / "big.json"
+            draw = best_of(3, [*cli, str(trace), "--html", str(page), "-q"])
+            export = best_of(3, [*cli, str(trace), "--chrome", str(chrome), "-q"])
+            load, painted, zoom = asyncio.run(browser_times(page))
+            print(
+                f"{name}: {written} events, {trace.stat().st_size / 1e6:.1f} MB; page {page.stat().st_size / 1e6:.1f} MB"
+            )
+            print(f"  acp-driver trace --html (read, analyse, draw): {draw[0]:6.2f} s ({draw[1]:.2f} s CPU)")
+            print(
+                f"  acp-driver trace --chrome:                     {export[0]:6.2f} s ({export[1]:.2f} s CPU)"
+            )
+            print(f"  chromium: navigation to load event:            {load:6.2f} s")
+            print(f"  chromium: navigation to first frame:           {painted:6.2f} s")
+            print(f"  chromium: one zoom (layout, axis, 2 frames):   {zoom:6.3f} s")
+            print(f"  from the file to a painted page:               {draw[0] + painted:6.2f} s")
     return 0
 
 

@@ -206,6 +206,9 @@ async def test_both_sides_of_a_cancelled_turn_in_one_trace(
     )
     (agent_root,) = [s for s in agent_spans if s["name"] == "acp.connection"]
     assert len(host_turns) == len(agent_turns) == 3
+    # one process seen from both sides: the host's root names the agent it started, the agent's itself
+    assert agent_root["attributes"]["process.pid"] == attrs(host_root)["process.pid"]
+    assert attrs(host_root)["process.exit.code"] == 0
     for host, theirs in zip(host_turns, agent_turns, strict=True):
         assert theirs["trace_id"] == host.context.trace_id == host_root.context.trace_id  # one trace
         assert theirs["parent"] == host.context.span_id

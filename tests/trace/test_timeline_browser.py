@@ -279,6 +279,23 @@ async def test_the_time_axis_zooms_by_brush_and_wheel_down_to_milliseconds(page:
         assert assert_placed(zoomed, events, x0) >= 1
         assert zoomed["ticks"]
         assert all(tick.endswith(" ms") for tick in zoomed["ticks"]), zoomed["ticks"]  # ~100 ms shown
+        # the updates' density, binned again for the view from the updates' own times
+        bins = await browser.evaluate(
+            "[...document.querySelectorAll('.density-lane rect')].map(r => ({x: +r.getAttribute('x'),"
+            " n: +r.dataset.n}))"
+        )
+        updates = [
+            e["t"]
+            for e in events.values()
+            if e["kind"] == "wire" and e["dir"] == "in" and e["msg"].get("method") == "session/update"
+        ]
+        inside = [t for t in updates if zoomed["view0"] <= t <= zoomed["view1"]]
+        assert inside
+        assert sum(b["n"] for b in bins) >= len(inside)
+        for found_bin in bins:  # each bin holds an update of the file
+            assert any(
+                abs(x0 + (t - zoomed["view0"]) * zoomed["pxs"] - found_bin["x"] - 2.5) <= 3 for t in updates
+            )
         # the wheel over the time axis zooms in around the pointer: the time under it stays put
         at = x0 + 300
         t_at = zoomed["view0"] + 300 / zoomed["pxs"]

@@ -8,11 +8,12 @@ session:
 
 - at the top of the lane, the turn's verdict in words (``trace._verdict``);
 - the turn as a bar from its prompt to its answer (or its resolution), coloured by resolution;
-- above it, the density of its updates over time (bins of a few pixels);
+- above it, the density of its updates over time (bins of a few pixels, binned again by the
+  script at each zoom level);
 - below it, each permission request as a span from the request to its answer, named by its
   title;
 - markers: the cancel, ``session/cancel`` and ``$/cancel_request`` sent, each rung taken, the
-  resolution, late updates (after the answer); dashed ticks where the rungs were *due* (only
+  resolution, late updates (after the answer; one tick per few pixels, saying how many); dashed ticks where the rungs were *due* (only
   those due before the turn was over); markers closer than a few pixels stack downwards;
 - a bracket from ``session/cancel`` to the turn's end, labelled with its milliseconds;
 - the exit of the agent as a line through its lanes.
@@ -113,6 +114,8 @@ class _Page:
         self.parts: list[str] = []
         self.shown: dict[str, str] = {}
         """Event id -> its JSON, for the hover (only events drawn)."""
+        self.updates: dict[str, list[float]] = {}
+        """A turn's event id -> the times of its updates."""
 
     def x(self, t: float) -> float:
         return round(self.x0 + max(0.0, t) * self.pxs, 2)
@@ -219,7 +222,13 @@ class _Page:
         exits: list[Moment] = []
         lane = _Lane()
         self.parts.append('<g class="plot" clip-path="url(#plot-clip)">')
-        for marker in sorted(peer.markers, key=lambda m: _PEER_MARKS.get(m.kind, ("", ""))[1] != "tick"):
+        # a peer's replies to nothing and lines that are not JSON may be many: one tick per bin
+        many = [m for m in peer.markers if m.kind in _BINNED]
+        for marker, count in self.binned(many):
+            colour, _shape = _PEER_MARKS[marker.kind]
+            note = marker.label if count == 1 else f"{count} of these; the first: {marker.label}"
+            self.mark(marker, y + 6, PROC_H - 12, "tick", colour, note=note)
+        for marker in (m for m in peer.markers if m.kind not in _BINNED):
             colour, shape = _PEER_MARKS.get(marker.kind, ("#555", "circle"))
             self.mark(marker, y + 6, PROC_H - 12, shape, colour, lane=lane)
             if marker.kind == "exit":
@@ -314,8 +323,9 @@ class _Page:
             colour, shape = _TURN_MARKS.get(marker.kind, ("#555", "circle"))
             label = str(marker.event.get("rung", "")) if marker.kind == "rung" else ""
             self.mark(marker, y + 8, 48, shape, colour, lane=lane, label=label)
-        for late in turn.late:
-            self.mark(late, y + 26, 18, "tick", "#e74c3c")
+        for late, count in self.binned(turn.late):
+            note = late.label if count == 1 else f"{count} late updates; the first: {late.label}"
+            self.mark(late, y + 26, 18, "tick", "#e74c3c", note=note)
         anchor = cancel_anchor(turn)
         if anchor is not None and turn.finish is not None:
             self.bracket(
@@ -333,12 +343,23 @@ class _Page:
         self.at((t + t2) / 2, f'<text x="0" y="{y + 12}" text-anchor="middle">{_e(words)}</text>')
         self.parts.append("</g>")
 
+    def binned(self, moments: list[Moment]) -> list[tuple[Moment, int]]:
+        """The first moment of each bin of ``BIN_PX`` pixels, and how many the bin holds: a
+        hundred thousand late updates are a few hundred ticks, not a page the browser chokes on."""
+        bins: dict[int, list[Moment]] = {}
+        for moment in moments:
+            bins.setdefault(int((self.x(moment.t) - self.x0) // BIN_PX), []).append(moment)
+        return [(found[0], len(found)) for _index, found in sorted(bins.items())]
+
     def density(self, turn: Turn, y: float, h: float) -> None:
         bins: dict[int, list[Moment]] = {}
         for update in turn.updates:
             bins.setdefault(int((self.x(update.t) - self.x0) // BIN_PX), []).append(update)
         if not bins:
             return
+        # the updates' times, for the script to bin them again at each zoom level
+        self.updates[str(turn.eid)] = [round(u.t, 6) for u in turn.updates]
+        self.parts.append(f'<g class="density-lane" data-turn="{turn.eid}" data-y="{y}" data-h="{h}">')
         peak = max(len(b) for b in bins.values())
         for index, updates in sorted(bins.items()):
             height = max(1.5, h * len(updates) / peak)
@@ -355,6 +376,7 @@ class _Page:
                 f'class="density" data-e="{first.eid}" data-first="{first.t}" data-n="{len(updates)}" '
                 f'data-note="{_e(note)}"',
             )
+        self.parts.append("</g>")
 
     # ------------------------------------------------------------------ the page
 
@@ -396,7 +418,7 @@ class _Page:
         )
         if trace.verdicts:
             body.append(self.verdicts())
-        data = {"events": self.shown}
+        data = {"events": self.shown, "updates": self.updates}
         return (
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
@@ -465,6 +487,9 @@ def _icon(shape: str, colour: str) -> str:
     }[shape]
     return f'<svg width="22" height="16" viewBox="0 0 22 16" aria-hidden="true">{inner}</svg>'
 
+
+_BINNED = frozenset({"stray", "raw"})
+"""Peer markers drawn as ticks, one per bin (``_Page.binned``)."""
 
 _LEGEND_ITEMS = (
     ("bar", RESOLUTION_COLOURS["completed"], "turn, prompt to answer: completed"),

@@ -9,7 +9,8 @@ builds markup from text, so what the agent sent stays text. It gives the page:
   zooms around the pointer, a drag across the plot (a brush) zooms to what it spans, a double
   click shows the whole trace again. Every element placed in time carries ``data-t`` (and
   ``data-t2`` for a span), so zooming moves it without redrawing; the axis is redrawn, in
-  milliseconds once ticks are under 100 ms apart.
+  milliseconds once ticks are under 100 ms apart, and the updates' density binned again from
+  their times (``updates`` in the page's data).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ SCRIPT = """
   var X0 = +svg.dataset.x0, W = +svg.dataset.plotw, END = +svg.dataset.end, AXIS_H = +svg.dataset.axish;
   var view = [0, END];
   var points = svg.querySelectorAll('[data-t]:not([data-t2])');
-  var spans = svg.querySelectorAll('[data-t2]');
+  var spans = svg.querySelectorAll('[data-t2]:not(.density)');
   var NS = svg.namespaceURI;
 
   function show(ev, el) {
@@ -142,6 +143,41 @@ SCRIPT = """
     }
     svg.dataset.view0 = view[0]; svg.dataset.view1 = view[1]; svg.dataset.pxs = pxs();
     axis();
+    density();
+  }
+  // the updates' density, binned again for the view (the page's own bins are the whole trace's)
+  var lanes = svg.querySelectorAll('.density-lane'), BIN = 5;
+  var whole = [].map.call(lanes, function (g) { return [].slice.call(g.childNodes); });
+  function density() {
+    var full = view[0] <= 0 && view[1] >= END;
+    for (var i = 0; i < lanes.length; i++) {
+      var g = lanes[i];
+      while (g.firstChild) { g.removeChild(g.firstChild); }
+      if (full) { whole[i].forEach(function (el) { g.appendChild(el); }); continue; }
+      var times = data.updates[g.dataset.turn] || [], bins = {}, peak = 0;
+      for (var j = 0; j < times.length; j++) {
+        var x = X(times[j]);
+        if (x < X0 - BIN || x > X0 + W + BIN) { continue; }
+        var k = Math.floor((x - X0) / BIN);
+        bins[k] = (bins[k] || 0) + 1;
+        if (bins[k] > peak) { peak = bins[k]; }
+      }
+      var y = +g.dataset.y, h = +g.dataset.h;
+      Object.keys(bins).forEach(function (k) {
+        var n = bins[k], height = Math.max(1.5, h * n / peak), rect = document.createElementNS(NS, 'rect');
+        rect.setAttribute('class', 'density');
+        rect.setAttribute('x', X0 + k * BIN); rect.setAttribute('width', BIN - 1);
+        rect.setAttribute('y', y + h - height); rect.setAttribute('height', height);
+        rect.setAttribute('data-n', n);
+        var step = BIN / pxs();
+        rect.setAttribute('data-note', n + ' update(s) between ' + label(T(X0 + k * BIN), step) + ' and '
+          + label(T(X0 + (+k + 1) * BIN), step));
+        rect.addEventListener('mouseenter', function (ev) { show(ev, rect); });
+        rect.addEventListener('mousemove', move);
+        rect.addEventListener('mouseleave', function () { tip.style.display = 'none'; });
+        g.appendChild(rect);
+      });
+    }
   }
   var pending = false;
   function zoomTo(t0, t1) {

@@ -43,6 +43,7 @@ them.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -366,9 +367,10 @@ class OtelSink:
     def _root_span(self) -> Any:
         if self._root is None:
             kind = self._api.SpanKind.CLIENT if self.role == "host" else self._api.SpanKind.SERVER
-            self._root = self._tracer.start_span(
-                "acp.connection", kind=kind, attributes={"acp.role": self.role, "rpc.system": "jsonrpc"}
-            )
+            attributes: dict[str, Any] = {"acp.role": self.role, "rpc.system": "jsonrpc"}
+            if self.role == "agent":
+                attributes["process.pid"] = os.getpid()  # a host's is its agent's, from the spawn
+            self._root = self._tracer.start_span("acp.connection", kind=kind, attributes=attributes)
         return self._root
 
     def _start_turn(self, session: Any, parent: Any) -> Any:
