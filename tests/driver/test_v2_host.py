@@ -81,7 +81,7 @@ async def test_held_prompts_are_turns_of_their_own_in_order(tmp_path: Path) -> N
         for turn in (first, second, third):
             result = await turn
             assert result.stop_reason == "end_turn"
-            texts.append("".join(getattr(u, "text", "") for u in turn._buffer))
+            texts.append("".join(getattr(u, "text", "") for u in turn._buffer if u.topic is Topic.AGENT_TEXT))
         assert texts == ["chunk 1/3\nchunk 2/3\nchunk 3/3\n", "two\n", "three\n"]
         assert len({t.message_id for t in (first, second, third)}) == 3
         assert session.turns == []

@@ -137,11 +137,13 @@ class SessionLifecycle(Protocol[K]):
     profile: ProtocolProfile
     resuming: bool
 
-    def sent(self, key: K) -> None: ...
+    def sent(self, key: K, answered: Callable[[], bool]) -> None: ...
     def answered(self, key: K, answer: Any) -> list[Decided[K]]: ...
     def refused(self, key: K, cancelled: bool) -> list[Decided[K]]: ...
     def route(self, raw: dict[str, Any], kind: Any) -> K | None: ...
-    def take_effects(self) -> Effects[K] | None: ...
+
+    effects: Effects[K] | None
+
     def late_of(self, raw: dict[str, Any]) -> tuple[bool, K | None]: ...
     def plan(self, key: K) -> CancelPlan: ...
     def cancel(self, key: K, followers: list[K]) -> None: ...
@@ -160,11 +162,13 @@ class V1Session(Generic[K]):
 
     profile = V1
 
-    def __init__(self, is_answered: Callable[[K], bool]) -> None:
+    def __init__(self) -> None:
         self.resuming = False
-        self.is_answered = is_answered
-        """Whether a turn's prompt is answered at this point of the input (the host's request
-        futures are resolved in the order read, errors included)."""
+        self.effects: Effects[K] | None = None
+        """Never set: in v1 no update inserts or ends a turn (the answer does)."""
+        self._answered: Callable[[], bool] = _never
+        """Whether the running turn's prompt is answered at this point of the input (the host's
+        request futures are resolved in the order read, errors included)."""
         self.running: K | None = None
         """The turn whose prompt was sent last and not forgotten."""
         self.last: K | None = None
@@ -172,8 +176,9 @@ class V1Session(Generic[K]):
         self._tools: dict[str, K] = {}
         """Each tool call's turn, for the turns ``running`` and ``last``."""
 
-    def sent(self, key: K) -> None:
+    def sent(self, key: K, answered: Callable[[], bool]) -> None:
         self.running = key
+        self._answered = answered
 
     def answered(self, key: K, answer: Any) -> list[Decided[K]]:
         stop = self.profile.answer_stop_reason(answer)
@@ -186,7 +191,7 @@ class V1Session(Generic[K]):
 
     def route(self, raw: dict[str, Any], kind: Any) -> K | None:
         turn = self.running
-        if turn is None or self.is_answered(turn):
+        if turn is None or self._answered():
             return None  # no turn, or its answer came earlier in the input: late
         tid = raw.get("toolCallId")
         if tid is not None and isinstance(tid, str):
@@ -197,12 +202,9 @@ class V1Session(Generic[K]):
                 return None  # a tool call of the finished turn the running one never announced
         return turn
 
-    def take_effects(self) -> Effects[K] | None:
-        return None
-
     def late_of(self, raw: dict[str, Any]) -> tuple[bool, K | None]:
         """An update of no turn: late (a peer violation), after the turn it came after."""
-        if self.running is not None and self.is_answered(self.running):
+        if self.running is not None and self._answered():
             return True, self.running
         tid = raw.get("toolCallId")
         if isinstance(tid, str) and tid in self._tools:
@@ -223,7 +225,7 @@ class V1Session(Generic[K]):
 
     def cancel_requests(self, key: K) -> list[K]:
         """The prompts the middle rung's ``$/cancel_request`` is for: the turn's own, unanswered."""
-        return [key] if self.running == key and not self.is_answered(key) else []
+        return [key] if self.running == key and not self._answered() else []
 
     def owner_of(self, entity_id: str) -> K | None:
         return self.running
@@ -231,6 +233,7 @@ class V1Session(Generic[K]):
     def forget(self, key: K) -> None:
         if self.running == key:
             self.running = None
+            self._answered = _never
         if self.last is not None and self.last != key:
             self._tools = {t: k for t, k in self._tools.items() if k != self.last}
         self.last = key
@@ -312,7 +315,7 @@ class V2Session(Generic[K]):
 
     profile = V2
 
-    def __init__(self, is_answered: Callable[[K], bool] | None = None) -> None:
+    def __init__(self) -> None:
         self.state = "idle"
         """The last foreground state reported (a new session is idle); an unknown one is kept
         as reported and counts as busy (the schema: never treat it as idle)."""
@@ -336,7 +339,8 @@ class V2Session(Generic[K]):
         """For a turn leading a cancel: the prompts held at that moment (the middle rung's)."""
         self.background: set[str] = set()
         """Ids of the tool calls and terminals the last state update listed as background work."""
-        self._effects: Effects[K] | None = None
+        self.effects: Effects[K] | None = None
+        """What the last update did besides finding its owner (the host takes and clears it)."""
 
     @property
     def busy(self) -> bool:
@@ -379,7 +383,7 @@ class V2Session(Generic[K]):
 
     # ------------------------------------------------------------------ prompts
 
-    def sent(self, key: K) -> None:
+    def sent(self, key: K, answered: Callable[[], bool]) -> None:
         self.prompts[key] = PromptState.HELD
 
     def answered(self, key: K, answer: Any) -> list[Decided[K]]:
@@ -467,14 +471,10 @@ class V2Session(Generic[K]):
 
     # ------------------------------------------------------------------ updates
 
-    def take_effects(self) -> Effects[K] | None:
-        effects, self._effects = self._effects, None
-        return effects
-
     def _effect(self) -> Effects[K]:
-        if self._effects is None:
-            self._effects = Effects()
-        return self._effects
+        if self.effects is None:
+            self.effects = Effects()
+        return self.effects
 
     def late_of(self, raw: dict[str, Any]) -> tuple[bool, K | None]:
         """An update of no live turn is background work (normal in v2), never late."""
@@ -482,7 +482,7 @@ class V2Session(Generic[K]):
 
     def route(self, raw: dict[str, Any], kind: Any) -> K | None:
         """One ``session/update``'s ``update`` object, in the order read: its owner (None: the
-        session's); insertions and endings are left for ``take_effects``."""
+        session's); insertions and endings are left in ``effects`` for the host."""
         if kind == "state_update":
             self._state(raw)
             return None
@@ -558,11 +558,14 @@ class V2Session(Generic[K]):
         self._fresh.clear()
 
 
-LIFECYCLES: dict[int, Callable[[Callable[[Any], bool]], SessionLifecycle[Any]]] = {1: V1Session, 2: V2Session}
+LIFECYCLES: dict[int, Callable[[], SessionLifecycle[Any]]] = {1: V1Session, 2: V2Session}
 """Each version's lifecycle, by version number."""
 
 
-def lifecycle_for(profile: ProtocolProfile, is_answered: Callable[[Any], bool]) -> SessionLifecycle[Any]:
-    """A new session's lifecycle in ``profile``'s version (``is_answered(key)``: whether that
-    turn's prompt is answered at this point of the input)."""
-    return LIFECYCLES[profile.version](is_answered)
+def lifecycle_for(profile: ProtocolProfile) -> SessionLifecycle[Any]:
+    """A new session's lifecycle in ``profile``'s version."""
+    return LIFECYCLES[profile.version]()
+
+
+def _never() -> bool:
+    return False

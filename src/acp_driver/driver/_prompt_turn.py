@@ -205,15 +205,10 @@ class PromptTurn:
         except (TypeError, ValueError, LocalProtocolError) as exc:
             return RpcError.invalid_params(f"the prompt cannot be sent: {exc}")
         self.prompt_answer = answer
-        self.session.life.sent(self)
+        # Its future is done exactly from its answer on in the input (futures are resolved in
+        # the order read): the lifecycle's v1 fence.
+        self.session.life.sent(self, answer.done)
         return answer
-
-    @staticmethod
-    def answered_yet(turn: PromptTurn) -> bool:
-        """Whether the turn's prompt is answered at this point of the input (futures are
-        resolved in the order read): the lifecycle's v1 fence."""
-        answer = turn.prompt_answer
-        return answer is None or answer.done()
 
     async def _run(self, answer: asyncio.Future[Any] | RpcError) -> None:
         """The one run loop: wait for the prompt's answer's error (a result was seen as it was

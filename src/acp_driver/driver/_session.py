@@ -56,7 +56,7 @@ class SessionHandle:
         self.turns: list[PromptTurn] = []
         """The turns not resolved yet, oldest first (v1: at most one; v2: held prompts too)."""
         self.last_turn: PromptTurn | None = None
-        self.life: SessionLifecycle[PromptTurn] = lifecycle_for(agent.profile, PromptTurn.answered_yet)
+        self.life: SessionLifecycle[PromptTurn] = lifecycle_for(agent.profile)
         """The session's prompts, turns and update ownership, by the protocol version spoken."""
         self.cancellable: dict[str, bool] = {}
         """v2: tool calls and terminals by id, and whether they advertise ``capabilities.cancel``."""
@@ -77,10 +77,10 @@ class SessionHandle:
 
     def speak(self, profile: ProtocolProfile) -> None:
         """Go on in ``profile``'s version (the agent showed it speaks another than agreed)."""
-        self.life = lifecycle_for(profile, PromptTurn.answered_yet)
+        self.life = lifecycle_for(profile)
         for turn in self.turns:
-            if turn.result is None:
-                self.life.sent(turn)
+            if turn.result is None and turn.prompt_answer is not None:
+                self.life.sent(turn, turn.prompt_answer.done)
 
     def take_background(self) -> list[Update]:
         """The background updates kept so far, removed."""
@@ -211,8 +211,9 @@ class SessionHandle:
             raw = update.raw
             kind = update.kind
             owner = life.route(raw, kind)
-            effects = life.take_effects()
+            effects = life.effects
             if effects is not None:
+                life.effects = None
                 for step in effects.inserted:
                     step.key.decided(step)
             if kind in turn_kinds:

@@ -156,7 +156,7 @@ class Peer:
         key = str(session)
         found = self.lives.get(key)
         if found is None:
-            found = self.lives[key] = lifecycle_for(self.profile, _answered)
+            found = self.lives[key] = lifecycle_for(self.profile)
         return found
 
     @property
@@ -302,7 +302,7 @@ class _Analysis:
                 )
                 turns.append(turn)
                 peer.prompts[message["id"]] = turn
-                peer.life(sid).sent(turn)
+                peer.life(sid).sent(turn, lambda: turn.end is not None)
             else:
                 peer.sent[message["id"]] = method
         elif method == p.SESSION_CANCEL:
@@ -415,7 +415,7 @@ class _Analysis:
             return
         life = peer.life(session)
         owner = life.route(update, kind)
-        effects = life.take_effects()
+        effects, life.effects = life.effects, None
         if owner is not None:
             call = update.get("toolCallId")
             if isinstance(call, str):
@@ -493,11 +493,6 @@ class _Analysis:
                 sorted(set(refs)),
             )
         )
-
-
-def _answered(turn: Turn) -> bool:
-    """Whether a turn's prompt was answered at this point of the file (the v1 fence)."""
-    return turn.end is not None
 
 
 def _keyed(message: dict[str, Any]) -> dict[str, Any]:
