@@ -20,6 +20,7 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
                              session/set_config_option (a value of type "id", as the schema says;
                              another value is refused -32602)
     --no-message-id          a prompt is answered {} (no messageId)
+    --unreported-tool-call   a permission question is about a tool call never reported in an update
     --reuse-reply-id         every reply's chunks carry the same messageId "reply" (as
                              claude-agent-acp does behind a model server with fixed ids)
     --no-user-message        no user_message for an inserted prompt
@@ -296,7 +297,10 @@ class Agent:
     def permission(self, session: Session, work: Work) -> str:
         sid = session.id
         call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
-        update(sid, {"sessionUpdate": "tool_call_update", **call})
+        if self.opts.unreported_tool_call:
+            call["toolCallId"] = "never-reported"
+        else:
+            update(sid, {"sessionUpdate": "tool_call_update", **call})
         if not self.opts.no_requires_action:
             update(sid, {"sessionUpdate": "state_update", "state": "requires_action"})
         pid = 1000 + next(ids)
@@ -436,6 +440,7 @@ def main() -> None:
         "--snapshot-before-replay",
         "--idle-snapshot",
         "--reuse-reply-id",
+        "--unreported-tool-call",
         "--resume-loses-work",
         "--late-stop-reason",
         "--work-after-cancel",

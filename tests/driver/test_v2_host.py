@@ -539,3 +539,86 @@ async def test_a_host_matching_topics_sees_the_same_turn_in_both_versions(tmp_pa
 def test_every_update_kind_has_a_topic() -> None:
     for kind, cls in UPDATE_TYPES.items():
         assert cls.topic is not Topic.UNKNOWN, kind
+
+
+QUIRKY_V2 = [sys.executable, str(Path(__file__).parent.parent / "cli" / "quirky_v2_agent.py")]
+
+
+async def test_a_question_about_a_tool_call_never_reported_is_the_working_turns(tmp_path: Path) -> None:
+    """The agent asks about a tool call it never reported in an update: the question is the work
+    of the turn working now, so that turn's cancel answers it ``cancelled`` (the agent here
+    waits for that answer before it ends its work)."""
+    wire = Wire()
+    asked = asyncio.Event()
+
+    async def never(request: PermissionRequest) -> str:
+        asked.set()
+        await asyncio.Event().wait()
+        return "allow"
+
+    argv = [*QUIRKY_V2, "--unreported-tool-call", "--permission-waits"]
+    services = ClientServices(permission=never)
+    async with running(argv, protocol=2, tracer=wire.trace, services=services) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("permission please")
+        async with asyncio.timeout(15):
+            await asked.wait()
+            outcome = await turn.cancel()
+        assert outcome.resolution is Resolution.CANCELLED
+        (question,) = wire.received("session/request_permission")
+        (answer,) = wire.answers("out", question["id"])
+        assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
+
+
+async def test_the_middle_rung_withdraws_only_the_prompts_held_at_the_cancel(tmp_path: Path) -> None:
+    """An agent that ignores the cancel keeps working and keeps the prompts held: at half the
+    budget the middle rung withdraws the one held when the cancel went out, never the one sent
+    after it."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 8.0
+    async with running(
+        v2("ignore-cancel"), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        work = session.prompt("/stream 100000 20")
+        await first_update(work)
+        before = session.prompt("held before the cancel")
+        await eventually(lambda: before.request_id is not None, "the held prompt to go out")
+        canceller = asyncio.create_task(work.cancel())
+        await eventually(lambda: work.ladder is not None, "the cancel")
+        after = session.prompt("sent after the cancel")
+        await eventually(lambda: after.request_id is not None, "the later prompt to go out")
+        clock.advance_to(T0 + budget * 0.5)
+        await eventually(lambda: bool(wire.sent("$/cancel_request")), "the middle rung")
+        withdrawn = [m["params"]["requestId"] for m in wire.sent("$/cancel_request")]
+        assert before.request_id in withdrawn
+        assert after.request_id not in withdrawn
+        clock.advance_to(T0 + budget)
+        outcome = await canceller
+        assert outcome.resolved_by in ("terminate", "kill")
+
+
+async def test_the_turns_that_follow_a_v2_cancel_do_not_act_on_the_agent_twice(tmp_path: Path) -> None:
+    """A running turn's cancel is the session's: the held prompts sent before it follow its
+    ladder without sending their own session/cancel (one per rung, not one per turn)."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 8.0
+    async with running(
+        v2("ignore-cancel"), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        work = session.prompt("/stream 100000 20")
+        await first_update(work)
+        held = [session.prompt(f"held {i}") for i in range(3)]
+        await eventually(lambda: all(t.request_id is not None for t in held), "the held prompts")
+        canceller = asyncio.create_task(work.cancel())
+        await eventually(lambda: work.ladder is not None, "the cancel")
+        assert all(t.cancel_requested for t in held)  # they follow it
+        assert len(wire.sent("session/cancel")) == 1
+        clock.advance_to(T0 + budget * 0.5)
+        await eventually(lambda: bool(wire.sent("$/cancel_request")), "the middle rung")
+        ids = [m["params"]["requestId"] for m in wire.sent("$/cancel_request")]
+        assert sorted(ids, key=str) == sorted((t.request_id for t in held), key=str)  # once each
+        clock.advance_to(T0 + budget)
+        await canceller
+        assert len(wire.sent("session/cancel")) == 1

@@ -373,4 +373,32 @@ MUTATIONS = [
         "",
         ("tests/agent/test_v2_runtime.py::test_a_block_type_the_agent_does_not_take_is_invalid_params",),
     ),
+    Mutation(
+        "v2-host-followers-act-on-nothing",
+        "v2 host: the turns that follow a session's cancel do their own part of each rung, never act on the agent twice",
+        "driver/_prompt_turn.py",
+        "            follower._runner.peer = _FOLLOWER\n",
+        "",
+        (
+            "tests/driver/test_v2_host.py::test_the_turns_that_follow_a_v2_cancel_do_not_act_on_the_agent_twice",
+        ),
+    ),
+    Mutation(
+        "v2-host-middle-rung-only-held-at-the-cancel",
+        "v2 host: the middle rung withdraws only the prompts held at the cancel (never one sent after it)",
+        "core/_lifecycle.py",
+        "        return own + [k for k in self._cutoff.get(key, ()) if held.get(k) in _HELD_STATES]\n",
+        "        return own + [k for k in self.waiting if k != key]\n",
+        ("tests/driver/test_v2_host.py::test_the_middle_rung_withdraws_only_the_prompts_held_at_the_cancel",),
+    ),
+    Mutation(
+        "v2-host-unreported-tool-call-is-the-working-turns",
+        "v2 host: a question about a tool call never reported is the working turn's, answered cancelled at its cancel",
+        "core/_lifecycle.py",
+        "        if owner is not None and owner in self.live:\n            return owner\n        return self.live[-1] if self.live else None\n",
+        "        if owner is not None and owner in self.live:\n            return owner\n        return None\n",
+        (
+            "tests/driver/test_v2_host.py::test_a_question_about_a_tool_call_never_reported_is_the_working_turns",
+        ),
+    ),
 ]
