@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import connect_read_pipe, connect_write_pipe
-from ..core import LadderPolicy, LineFramer, OversizedLine, parse_json
+from ..core import LadderPolicy, LineFramer, OversizedLine, encode_relayed, parse_json
 from ..remote import ServedConnection, SubprocessBackend
 from ._book import SessionBook
+from ._conductor import INITIALIZE_METHODS, ConductorBackend
 from ._guard import GuardSettings, ProxyGuard, Stats
 
 if TYPE_CHECKING:
+    from ..remote import Backend
     from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.proxy")
@@ -130,16 +132,27 @@ class Proxy:
         self._loop = asyncio.get_running_loop()
         self._batch: list[bytes] = []
         self._out_protocol: _EditorOut | None = None
+        self.successor: ConductorBackend | None = None
+        """In a conductor's chain: the successor's side of our one channel."""
+
+    @property
+    def in_chain(self) -> bool:
+        """No agent command: the proxy sits in a conductor's chain (``_conductor``)."""
+        return not self.command
 
     async def spawn(self) -> bool:
         """Start an agent and its relay (a first one, or one in place of an agent that ended)."""
-        try:
-            backend = await SubprocessBackend.spawn(
-                self.command, "agent", max_message_bytes=self.settings.max_message_bytes
-            )
-        except OSError as exc:
-            logger.error("cannot start the agent %r: %s", self.command[0], exc.strerror or exc)
-            return False
+        backend: Backend
+        if self.in_chain:
+            backend = self.successor = ConductorBackend(self._write)
+        else:
+            try:
+                backend = await SubprocessBackend.spawn(
+                    self.command, "agent", max_message_bytes=self.settings.max_message_bytes
+                )
+            except OSError as exc:
+                logger.error("cannot start the agent %r: %s", self.command[0], exc.strerror or exc)
+                return False
         served = ServedConnection(
             "proxy",
             backend,
@@ -168,7 +181,7 @@ class Proxy:
             await self.served.wait_ended()
             if self.editor_gone:
                 return EXIT_OK
-            if self.respawns >= self.settings.max_respawns:
+            if self.in_chain or self.respawns >= self.settings.max_respawns:
                 self.agent_ended_first = True
                 return EXIT_AGENT_ENDED
             self.respawns += 1
@@ -262,6 +275,14 @@ class Proxy:
             if self.served is not None:
                 self.served.backend.send(item)
             return
+        successor = self.successor
+        if successor is not None:
+            if successor.owns(message):
+                successor.from_conductor(message)
+                return
+            if isinstance(message, dict) and message.get("method") in INITIALIZE_METHODS:
+                message["method"] = p.INITIALIZE  # the chain's initialize: ours to relay on
+                item = encode_relayed(message)
         if self._queue is not None:
             self._queue.append((item, message))  # a new agent is being brought back
             return
@@ -286,6 +307,8 @@ class Proxy:
             self.guard.editor_gone = True
         if self.served is not None:
             self.served.end(reason)
+        if self.successor is not None:
+            self.successor.end()  # the conductor's channel is the successor's too
 
     def _on_end(self, reason: str, code: int) -> None:
         if not self.editor_gone:
