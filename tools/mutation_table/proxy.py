@@ -158,3 +158,13 @@ MUTATIONS += [
         (CHAIN,),
     ),
 ]
+MUTATIONS += [
+    Mutation(
+        "proxy-remote-agent-lost-connection-ends-it",
+        "proxy with a remote agent: a lost connection is the agent's end (answered, reconnected, resumed)",
+        "proxy/_network.py",
+        "    def feed_eof(self) -> None:\n        self._backend.ended()\n",
+        "    def feed_eof(self) -> None:\n        pass\n",
+        ("tests/proxy/test_proxy_remote_agent.py",),
+    ),
+]

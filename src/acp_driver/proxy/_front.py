@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any
 from .. import protocol as p
 from ..aio import connect_read_pipe, connect_write_pipe
 from ..core import LadderPolicy, LineFramer, OversizedLine, encode_relayed, parse_json
+from ..net import is_url
 from ..remote import ServedConnection, SubprocessBackend
 from ._book import SessionBook
 from ._conductor import INITIALIZE_METHODS, ConductorBackend
 from ._guard import GuardSettings, ProxyGuard, Stats
+from ._network import NetworkBackend
 
 if TYPE_CHECKING:
     from ..remote import Backend
@@ -145,6 +147,19 @@ class Proxy:
         backend: Backend
         if self.in_chain:
             backend = self.successor = ConductorBackend(self._write)
+        elif len(self.command) == 1 and is_url(self.command[0]):
+            try:
+                backend = await NetworkBackend.connect(
+                    self.command[0], max_message_bytes=self.settings.max_message_bytes
+                )
+            except ImportError as exc:
+                logger.error(
+                    "a remote agent needs the remote extra (pip install 'acp-driver[remote]'): %s", exc
+                )
+                return False
+            except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+                logger.error("cannot connect to the agent at %s: %s", self.command[0], exc)
+                return False
         else:
             try:
                 backend = await SubprocessBackend.spawn(
@@ -211,8 +226,8 @@ class Proxy:
             answer = await self._own(guard.request_own(p.INITIALIZE, book.initialize), ended)
             result = answer.get("result") if answer is not None else None
             if not isinstance(result, dict):
-                for sid in list(book.sessions):
-                    book.lose(sid, "the restarted agent did not accept initialize")
+                why = (answer or {}).get("error", {}).get("message", "no answer")
+                served.end(f"the restarted agent did not accept initialize ({why})")  # another try
                 return
             caps = result.get("agentCapabilities")
             book.capabilities = caps if isinstance(caps, dict) else {}
