@@ -71,3 +71,34 @@ async def test_a_turn_and_a_cancel_through_the_proxy_in_a_chain(spelling: str) -
         assert proxy_code == 0, chain.report()
     finally:
         await chain.aclose()
+
+
+async def test_a_question_the_successor_withdraws_is_withdrawn_hop_by_hop() -> None:
+    """The agent asks permission and withdraws it (``/permission 200``): the conductor's
+    ``$/cancel_request`` names its ``_proxy/successor`` request, the proxy's names the request it
+    put to the client; the client never answers, and the turn still ends."""
+    chain = await Conductor.start(AGENT, "--answer-grace", "0.3")
+    try:
+        chain.client_send(
+            {"id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+        )
+        await chain.wait_for(_answer(1), "initialize's answer")
+        chain.client_send(
+            {"id": 2, "method": "session/new", "params": {"cwd": os.getcwd(), "mcpServers": []}}
+        )
+        _, opened = await chain.wait_for(_answer(2), "session/new's answer")
+        sid = opened["result"]["sessionId"]
+        prompt = {"sessionId": sid, "prompt": [{"type": "text", "text": "/permission 200"}]}
+        chain.client_send({"id": 3, "method": "session/prompt", "params": prompt})
+        _, asked = await chain.wait_for(
+            lambda m: m.get("method") == "session/request_permission", "the question"
+        )
+        _, withdrawn = await chain.wait_for(lambda m: m.get("method") == "$/cancel_request", "its withdrawal")
+        assert withdrawn["params"]["requestId"] == asked["id"], chain.report()
+        _, answer = await chain.wait_for(_answer(3), "the turn's answer")
+        assert answer["result"]["stopReason"] == "end_turn", chain.report()
+        assert chain.wrapped_cancels == [], chain.report()
+        proxy_code, _ = await chain.close()
+        assert proxy_code == 0, chain.report()
+    finally:
+        await chain.aclose()
