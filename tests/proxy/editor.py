@@ -37,12 +37,16 @@ class Editor:
         self.tree: list[int] = []
 
     @classmethod
-    async def start(cls, agent: list[str], *options: str) -> Editor:
+    async def start(
+        cls, agent: list[str], *options: str, env: dict[str, str] | None = None, cwd: Any = None
+    ) -> Editor:
         process = await asyncio.create_subprocess_exec(
             *proxy_argv(agent, *options),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=cwd,
         )
         return cls(process)
 
@@ -97,11 +101,11 @@ class Editor:
         assert "result" in message, self.report()
         return message["result"]  # type: ignore[no-any-return]
 
-    async def open_session(self, version: int = 1) -> str:
+    async def open_session(self, version: int = 1, cwd: str | None = None) -> str:
         result = await self.call("initialize", {"protocolVersion": version, "clientCapabilities": {}})
         assert result["protocolVersion"] == version
         self.tree = descendants(self.process.pid)
-        session = await self.call("session/new", {"cwd": os.getcwd(), "mcpServers": []})
+        session = await self.call("session/new", {"cwd": cwd or os.getcwd(), "mcpServers": []})
         return session["sessionId"]  # type: ignore[no-any-return]
 
     def answers_to(self, request_id: int) -> list[dict[str, Any]]:

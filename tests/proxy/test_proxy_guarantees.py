@@ -72,14 +72,15 @@ async def test_a_permission_left_open_after_the_editors_cancel_is_closed_both_wa
         assert any("left permission request" in line for line in editor.stderr), editor.report()
     finally:
         await editor.aclose()
-    to_agent = [
-        json.loads(line)["msg"]
-        for line in trace.read_text().splitlines()
-        if '"dir":"out"' in line.replace(" ", "") and "msg" in json.loads(line)
-    ]
-    answers = [m for m in to_agent if m.get("id") == asked["id"] and "method" not in m]
+    entries = [json.loads(line) for line in trace.read_text().splitlines()]
+    to_agent = [(e["t"], e["msg"]) for e in entries if e.get("dir") == "out" and "msg" in e]
+    (cancel_at,) = [t for t, m in to_agent if m.get("method") == "session/cancel"]
+    answers = [(t, m) for t, m in to_agent if m.get("id") == asked["id"] and "method" not in m]
     assert len(answers) == 1, to_agent
-    assert answers[0]["result"]["outcome"]["outcome"] == "cancelled", to_agent
+    answered_at, answer = answers[0]
+    assert answer["result"]["outcome"]["outcome"] == "cancelled", to_agent
+    # Answered at the grace, by the guard (not later, when the connection ended).
+    assert answered_at - cancel_at <= 0.3 + SLACK, to_agent
 
 
 async def test_a_cancelled_turns_late_output_is_fenced_and_session_updates_pass() -> None:

@@ -131,11 +131,40 @@ MUTATIONS += [
         "proxy-respawn-bounded",
         "proxy: an agent that keeps dying is restarted at most --max-respawns times",
         "proxy/_front.py",
-        "            if self.respawns >= self.settings.max_respawns:\n",
-        "            if False:\n",
+        "            if self.in_chain or self.respawns >= self.settings.max_respawns:\n",
+        "            if self.in_chain:\n",
         (
             "tests/proxy/test_proxy_respawn.py::test_an_agent_that_keeps_dying_is_restarted_at_most_max_respawns_times",
             "tests/proxy/test_proxy_guarantees.py::test_when_the_agent_dies_every_open_request_is_answered_and_the_proxy_exits_1",
         ),
+    ),
+]
+CHAIN = "tests/proxy/test_proxy_in_a_chain.py"
+MUTATIONS += [
+    Mutation(
+        "proxy-chain-cancel-hop-by-hop",
+        "proxy in a chain: a $/cancel_request for a successor request goes out plain, under our own id",
+        "proxy/_conductor.py",
+        "                self._write(encode_relayed(cancel))\n",
+        "                pass\n",
+        (CHAIN,),
+    ),
+    Mutation(
+        "proxy-chain-initialize",
+        "proxy in a chain: _proxy/initialize (and proxy/initialize) is relayed on as the successor's initialize",
+        "proxy/_front.py",
+        '                message["method"] = p.INITIALIZE  # the chain\'s initialize: ours to relay on\n',
+        "                pass\n",
+        (CHAIN,),
+    ),
+]
+MUTATIONS += [
+    Mutation(
+        "proxy-remote-agent-lost-connection-ends-it",
+        "proxy with a remote agent: a lost connection is the agent's end (answered, reconnected, resumed)",
+        "proxy/_network.py",
+        "    def feed_eof(self) -> None:\n        self._backend.ended()\n",
+        "    def feed_eof(self) -> None:\n        pass\n",
+        ("tests/proxy/test_proxy_remote_agent.py",),
     ),
 ]

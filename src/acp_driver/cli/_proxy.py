@@ -86,7 +86,12 @@ def build_proxy_parser() -> argparse.ArgumentParser:
         default=None,
         help="record both sides and the ladder to FILE (NDJSON; read it with: acp-driver trace FILE)",
     )
-    parser.add_argument("agent_command", nargs=argparse.REMAINDER, help="-- AGENT ARGV...")
+    parser.add_argument(
+        "agent_command",
+        nargs=argparse.REMAINDER,
+        help="-- AGENT ARGV... (none: a component of a conductor's chain, whose successor is reached "
+        "through _proxy/successor)",
+    )
     add_common(parser)
     return parser
 
@@ -98,8 +103,6 @@ def proxy_cli(argv: list[str]) -> int:
     command = list(opts.agent_command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        parser.error("give the agent's command after --: acp-driver proxy -- AGENT ARGV...")
     for name in ("cancel_budget", "permission_grace", "answer_grace"):
         if getattr(opts, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be at least 0 seconds")

@@ -26,12 +26,16 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import connect_read_pipe, connect_write_pipe
-from ..core import LadderPolicy, LineFramer, OversizedLine, parse_json
+from ..core import LadderPolicy, LineFramer, OversizedLine, encode_relayed, parse_json
+from ..net import is_url
 from ..remote import ServedConnection, SubprocessBackend
 from ._book import SessionBook
+from ._conductor import INITIALIZE_METHODS, ConductorBackend
 from ._guard import GuardSettings, ProxyGuard, Stats
+from ._network import NetworkBackend
 
 if TYPE_CHECKING:
+    from ..remote import Backend
     from ..trace import TraceSink
 
 logger = logging.getLogger("acp_driver.proxy")
@@ -130,16 +134,40 @@ class Proxy:
         self._loop = asyncio.get_running_loop()
         self._batch: list[bytes] = []
         self._out_protocol: _EditorOut | None = None
+        self.successor: ConductorBackend | None = None
+        """In a conductor's chain: the successor's side of our one channel."""
+
+    @property
+    def in_chain(self) -> bool:
+        """No agent command: the proxy sits in a conductor's chain (``_conductor``)."""
+        return not self.command
 
     async def spawn(self) -> bool:
         """Start an agent and its relay (a first one, or one in place of an agent that ended)."""
-        try:
-            backend = await SubprocessBackend.spawn(
-                self.command, "agent", max_message_bytes=self.settings.max_message_bytes
-            )
-        except OSError as exc:
-            logger.error("cannot start the agent %r: %s", self.command[0], exc.strerror or exc)
-            return False
+        backend: Backend
+        if self.in_chain:
+            backend = self.successor = ConductorBackend(self._write)
+        elif len(self.command) == 1 and is_url(self.command[0]):
+            try:
+                backend = await NetworkBackend.connect(
+                    self.command[0], max_message_bytes=self.settings.max_message_bytes
+                )
+            except ImportError as exc:
+                logger.error(
+                    "a remote agent needs the remote extra (pip install 'acp-driver[remote]'): %s", exc
+                )
+                return False
+            except (OSError, ValueError) as exc:  # TimeoutError is an OSError
+                logger.error("cannot connect to the agent at %s: %s", self.command[0], exc)
+                return False
+        else:
+            try:
+                backend = await SubprocessBackend.spawn(
+                    self.command, "agent", max_message_bytes=self.settings.max_message_bytes
+                )
+            except OSError as exc:
+                logger.error("cannot start the agent %r: %s", self.command[0], exc.strerror or exc)
+                return False
         served = ServedConnection(
             "proxy",
             backend,
@@ -168,7 +196,7 @@ class Proxy:
             await self.served.wait_ended()
             if self.editor_gone:
                 return EXIT_OK
-            if self.respawns >= self.settings.max_respawns:
+            if self.in_chain or self.respawns >= self.settings.max_respawns:
                 self.agent_ended_first = True
                 return EXIT_AGENT_ENDED
             self.respawns += 1
@@ -198,8 +226,8 @@ class Proxy:
             answer = await self._own(guard.request_own(p.INITIALIZE, book.initialize), ended)
             result = answer.get("result") if answer is not None else None
             if not isinstance(result, dict):
-                for sid in list(book.sessions):
-                    book.lose(sid, "the restarted agent did not accept initialize")
+                why = (answer or {}).get("error", {}).get("message", "no answer")
+                served.end(f"the restarted agent did not accept initialize ({why})")  # another try
                 return
             caps = result.get("agentCapabilities")
             book.capabilities = caps if isinstance(caps, dict) else {}
@@ -262,6 +290,14 @@ class Proxy:
             if self.served is not None:
                 self.served.backend.send(item)
             return
+        successor = self.successor
+        if successor is not None:
+            if successor.owns(message):
+                successor.from_conductor(message)
+                return
+            if isinstance(message, dict) and message.get("method") in INITIALIZE_METHODS:
+                message["method"] = p.INITIALIZE  # the chain's initialize: ours to relay on
+                item = encode_relayed(message)
         if self._queue is not None:
             self._queue.append((item, message))  # a new agent is being brought back
             return
@@ -286,6 +322,8 @@ class Proxy:
             self.guard.editor_gone = True
         if self.served is not None:
             self.served.end(reason)
+        if self.successor is not None:
+            self.successor.end()  # the conductor's channel is the successor's too
 
     def _on_end(self, reason: str, code: int) -> None:
         if not self.editor_gone:

@@ -25,7 +25,10 @@ what is in flight both ways. The guard sits between it and the editor's stdio an
   cancelled through the same ladder.
 
 When a turn ends is the relay ledger's reading (``RelayLedger.turn_live``), the one call to swap
-for a lifecycle. What differs by version is the profile's ``turn_end`` (``_ENDINGS``).
+for a lifecycle. What differs by version is the profile's ``turn_end`` (``_endings``). Across a
+respawn the guard of the new agent shares the editor's ``SessionBook`` (``_book``) and counters;
+its own requests (the replayed ``initialize``, the sessions' re-opening: ``request_own``) are
+answered to it, never to the editor, and a re-opened session's replay is fenced.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from ._defaults import (
 )
 
 if typing.TYPE_CHECKING:
+    from ._backend import Backend as Backend
     from ._relay import SubprocessBackend as SubprocessBackend
     from ._relay_ledger import Pending as Pending
     from ._relay_ledger import RelayLedger as RelayLedger
@@ -33,6 +34,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "DEFAULT_PORT",
+    "Backend",
     "ConfigError",
     "Pending",
     "RelayLedger",
@@ -47,6 +49,7 @@ __all__ = [
 
 _SERVER_NAMES = ("ConfigError", "RemoteServer", "ServerSettings", "serve_agent", "serve_command")
 _RELAY_NAMES = {
+    "Backend": "_backend",
     "Pending": "_relay_ledger",
     "RelayLedger": "_relay_ledger",
     "answer_for_gone_client": "_relay_ledger",

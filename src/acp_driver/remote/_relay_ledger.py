@@ -7,8 +7,8 @@ learns by parsing each message once:
 - the client's requests the agent has not answered (``session/prompt`` above all): when the
   connection ends, each live turn is cancelled through the ladder. In v2 (the ``initialize``
   answer says which version the connection speaks) a prompt is answered when it is inserted,
-  so a session whose last ``state_update`` said ``running``/``requires_action`` is live too,
-  until its idle;
+  so a session is live from that answer (its ``running`` follows it) and while its last
+  ``state_update`` said ``running``/``requires_action``, until its idle (``turn_live``);
 - the agent's requests the client has not answered (``session/request_permission``, ``fs/*``,
   ``terminal/*``): when the connection ends, the server answers them for the client that is gone;
 - the sessions of the connection, and for each message from the agent which Streamable HTTP
