@@ -102,7 +102,10 @@ class Editor:
         return message["result"]  # type: ignore[no-any-return]
 
     async def open_session(self, version: int = 1, cwd: str | None = None) -> str:
-        result = await self.call("initialize", {"protocolVersion": version, "clientCapabilities": {}})
+        # Each version's own initialize (v2's schema requires its info and capabilities).
+        names = {1: ("clientInfo", "clientCapabilities"), 2: ("info", "capabilities")}[version]
+        info = {"name": "test-editor", "version": "0"}
+        result = await self.call("initialize", {"protocolVersion": version, names[0]: info, names[1]: {}})
         assert result["protocolVersion"] == version
         self.tree = descendants(self.process.pid)
         session = await self.call("session/new", {"cwd": cwd or os.getcwd(), "mcpServers": []})

@@ -153,6 +153,11 @@ class SessionLifecycle(Protocol[K]):
     def owner_of(self, entity_id: str) -> K | None: ...
     def forget(self, key: K) -> None: ...
 
+    @property
+    def works(self) -> bool:
+        """Whether a turn of the session is live: what a cancel of the session must stop."""
+        ...
+
 
 # ---------------------------------------------------------------------------------------- v1
 
@@ -229,6 +234,11 @@ class V1Session(Generic[K]):
 
     def owner_of(self, entity_id: str) -> K | None:
         return self.running
+
+    @property
+    def works(self) -> bool:
+        """A prompt is unanswered."""
+        return self.running is not None and not self._answered()
 
     def forget(self, key: K) -> None:
         if self.running == key:
@@ -345,6 +355,11 @@ class V2Session(Generic[K]):
     @property
     def busy(self) -> bool:
         return self.state != "idle"
+
+    @property
+    def works(self) -> bool:
+        """An inserted turn has not ended, or the agent says foreground work runs."""
+        return bool(self.live) or self.state != "idle"
 
     @property
     def waiting(self) -> list[K]:

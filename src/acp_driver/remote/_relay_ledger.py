@@ -5,10 +5,10 @@ and forwards messages it does not otherwise touch. It still has to know three th
 learns by parsing each message once:
 
 - the client's requests the agent has not answered (``session/prompt`` above all): when the
-  connection ends, each live turn is cancelled through the ladder. In v2 (the ``initialize``
-  answer says which version the connection speaks) a prompt is answered when it is inserted,
-  so a session is live from that answer (its ``running`` follows it) and while its last
-  ``state_update`` said ``running``/``requires_action``, until its idle (``turn_live``);
+  connection ends, each live turn is cancelled through the ladder. Which turn is live is the
+  version's lifecycle's (``core/_lifecycle.py``, the host's own; the version by the ``initialize``
+  answer and the one negotiation rule): v1, a prompt unanswered; v2, a prompt held, a turn
+  inserted and not ended at its idle, or work the agent says runs (``turn_live``);
 - the agent's requests the client has not answered (``session/request_permission``, ``fs/*``,
   ``terminal/*``): when the connection ends, the server answers them for the client that is gone;
 - the sessions of the connection, and for each message from the agent which Streamable HTTP
@@ -25,8 +25,20 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import protocol as p
-from ..core import PROFILES, NegotiationError, read_answer
+from ..core import (
+    PROFILES,
+    V1,
+    Decision,
+    NegotiationError,
+    ProtocolProfile,
+    SessionLifecycle,
+    lifecycle_for,
+    read_answer,
+)
 from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
+
+_OVER = frozenset({Decision.ENDED, Decision.REFUSED, Decision.SPEAKS_V1})
+"""Decisions after which a turn is over (the lifecycle forgets it)."""
 
 INITIALIZE_REPLY: Final = "initialize"
 """Route of the answer to ``initialize`` (the POST's body on Streamable HTTP)."""
@@ -57,8 +69,25 @@ class RelayLedger:
     """``session/load``/``resume`` requests in flight: id key -> the session they attach."""
     version: int | None = None
     """The protocol version the connection speaks (from the ``initialize`` answer)."""
-    working: set[str] = field(default_factory=set)
-    """v2: sessions whose last ``state_update`` said foreground work runs."""
+    lives: dict[str, SessionLifecycle[str]] = field(default_factory=dict)
+    """Each session's prompts and turns, by the version's lifecycle (the host's): what ends a
+    turn is decided there, not here. Keys: the prompts' id keys."""
+
+    @property
+    def profile(self) -> ProtocolProfile:
+        return profile_or_v1(self.version)
+
+    @property
+    def working(self) -> set[str]:
+        """Sessions with a live turn (v1: a prompt unanswered; v2: a turn inserted and not ended
+        at its idle, or foreground work the agent says runs)."""
+        return {sid for sid, life in self.lives.items() if life.works}
+
+    def life(self, sid: str) -> SessionLifecycle[str]:
+        found = self.lives.get(sid)
+        if found is None:
+            found = self.lives[sid] = lifecycle_for(self.profile)
+        return found
 
     # ------------------------------------------------------------------ client -> agent
 
@@ -73,6 +102,8 @@ class RelayLedger:
                 return  # a notification
             sid = session_id_of(message)
             self.to_agent[key] = Pending(message["id"], method, sid)
+            if method == p.SESSION_PROMPT and sid is not None:
+                self.life(sid).sent(key, lambda: key not in self.to_agent)
             if method in SESSION_ATTACH_METHODS and sid is not None:
                 self._attaching[key] = sid
                 self.sessions.add(sid)  # its replay may come before the answer
@@ -118,12 +149,16 @@ class RelayLedger:
             if sid is not None:
                 self.sessions.add(sid)
             return CONNECTION
-        if request.method == p.SESSION_PROMPT and "result" in message and request.session_id is not None:
-            profile = PROFILES.get(self.version) if self.version is not None else None
-            if profile is not None and profile.holds_prompts:
-                # v2: an inserted prompt starts foreground work, which runs until its idle (the
-                # running ``state_update`` follows the answer).
-                self.working.add(request.session_id)
+        if request.method == p.SESSION_PROMPT and request.session_id is not None:
+            life = self.life(request.session_id)
+            if "result" in message:  # v1: the turn's end; v2: its insertion (live until its idle)
+                steps = life.answered(key, message.get("result"))
+            else:
+                error = message.get("error")
+                steps = life.refused(key, isinstance(error, dict) and error.get("code") == -32800)
+            for step in steps:
+                if step.decision in _OVER:
+                    life.forget(step.key)
         if request.method in SESSION_SCOPED_METHODS and request.session_id in self.sessions:
             assert request.session_id is not None
             return request.session_id
@@ -132,12 +167,17 @@ class RelayLedger:
     def _state(self, sid: str, message: dict[str, Any]) -> None:
         params = message.get("params")
         update = params.get("update") if isinstance(params, dict) else None
-        if not isinstance(update, dict) or update.get("sessionUpdate") != "state_update":
+        if not isinstance(update, dict):
             return
-        if update.get("state") == "idle":
-            self.working.discard(sid)
-        elif isinstance(update.get("state"), str):
-            self.working.add(sid)
+        life = self.lives.get(sid)
+        if life is None and update.get("sessionUpdate") == "state_update":
+            life = self.life(sid)  # work the relay saw no prompt for (a resumed session's)
+        if life is None:
+            return
+        life.route(update, update.get("sessionUpdate"))
+        effects, life.effects = life.effects, None
+        for step in effects.ended if effects is not None else ():
+            life.forget(step.key)
 
     # ------------------------------------------------------------------ questions
 
@@ -188,3 +228,8 @@ def answer_for_gone_client(request: Pending, reason: str) -> dict[str, Any]:
         "id": request.id,
         "error": {"code": -32800, "message": f"request cancelled: {reason}"},
     }
+
+
+def profile_or_v1(version: int | None) -> ProtocolProfile:
+    """The profile of ``version`` (v1 until ``initialize`` was answered)."""
+    return PROFILES.get(version, V1) if version is not None else V1
