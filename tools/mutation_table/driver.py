@@ -84,8 +84,8 @@ MUTATIONS = [
         "fence-answered-prompt",
         "an update after its turn's prompt was answered is late, never the turn's",
         "driver/_prompt_turn.py",
-        "        return answer is None or answer.done()\n",
-        "        return answer is None\n",
+        "        self.session.life.sent(self, answer.done)\n",
+        "        self.session.life.sent(self, lambda: False)\n",
         ("tests/driver/test_faults.py::test_update_in_the_same_read_as_an_error_answer_is_late",),
     ),
     Mutation(

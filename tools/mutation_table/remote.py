@@ -324,9 +324,9 @@ MUTATIONS = [
     Mutation(
         "serve-v2-working-session-is-live",
         "serve: a v2 session whose state says work runs is cancelled when the connection ends",
-        "remote/_relay_ledger.py",
-        "            self.working.add(sid)\n",
-        "            pass\n",
+        "core/_lifecycle.py",
+        '        return bool(self.live) or self.state != "idle"\n',
+        "        return bool(self.live)\n",
         ("tests/remote/test_serve_v2.py",),
     ),
     Mutation(
