@@ -100,3 +100,16 @@ async def test_a_session_the_server_does_not_know_is_not_found_on_both_profiles(
         assert (await session.prompt("hello")).stop_reason == "end_turn"  # the connection goes on
         await session.close()
         assert agent.connection.is_open
+
+
+async def test_a_v2_turn_ended_by_its_idle_is_no_longer_live(make_server: Any) -> None:
+    """The relay asks the host's lifecycle which turn is live: a turn inserted and ended by its
+    idle leaves no turn in flight."""
+    server = await make_server(cancel_budget=2.0)
+    async with WsClient.connect(server.url) as client:
+        sid = await _session(client)
+        rid = await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("hello")})
+        await client.answer_of(rid)
+        (conn,) = server.connections.values()
+        await eventually(lambda: sid not in conn.inflight.working, "the turn's idle to end it")
+        assert not conn.inflight.in_flight

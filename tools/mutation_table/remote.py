@@ -322,11 +322,11 @@ MUTATIONS = [
         ),
     ),
     Mutation(
-        "serve-v2-working-session-is-live",
-        "serve: a v2 session whose state says work runs is cancelled when the connection ends",
-        "core/_lifecycle.py",
-        '        return bool(self.live) or self.state != "idle"\n',
-        "        return bool(self.live)\n",
+        "serve-v2-live-turns-by-the-lifecycle",
+        "serve: which v2 turn is live is the lifecycle's (an idle ends it; a working one is cancelled when the connection ends)",
+        "remote/_relay_ledger.py",
+        '        life.route(update, update.get("sessionUpdate"))\n',
+        "        pass\n",
         ("tests/remote/test_serve_v2.py",),
     ),
     Mutation(
