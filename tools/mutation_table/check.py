@@ -279,8 +279,8 @@ MUTATIONS = [
         "check-v2-held-order-unseen",
         "check v2: no pass for the order of held prompts unless two were held at the same moment",
         "cli/_check_v2_held.py",
-        "    if isinstance(order, str):\n        return CheckResult(HELD_RULE, MUST, SKIP,",
-        "    if False:\n        return CheckResult(HELD_RULE, MUST, SKIP,",
+        "    elif isinstance(order, str):\n        second = CheckResult(HELD_ORDER_RULE, MUST, SKIP,",
+        "    elif False:\n        second = CheckResult(HELD_ORDER_RULE, MUST, SKIP,",
         ("tests/cli/test_check_v2.py::test_the_order_of_held_prompts_unseen_is_no_pass",),
     ),
     Mutation(
