@@ -243,10 +243,10 @@ class Agent:
                 sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(late) + "\n")
                 sys.stdout.flush()
             return
+        if stop == "cancelled" and self.opts.late_stop_reason:
+            self.owed.add(sid)  # before the answer: the next prompt may come right behind it
         if rid is not None:
             send({"id": rid, "result": {"stopReason": stop}})
-        if stop == "cancelled" and self.opts.late_stop_reason:
-            self.owed.add(sid)
         if stop == "cancelled" and self.opts.work_after_cancel:
             call = {"toolCallId": "late-1", "title": "Write y.txt", "kind": "edit", "status": "in_progress"}
             update(sid, {"sessionUpdate": "tool_call", **call})

@@ -240,6 +240,8 @@ class Agent:
         session.history.append({"sessionUpdate": "agent_message", "messageId": reply, "content": []})
         if self.opts.answer_at_cancel:
             send(answer)
+        if stop == "cancelled" and self.opts.late_stop_reason:
+            session.owed = True  # before the idle: the next prompt may come right behind it
         with self.guard:  # idle from here on (a resume snapshot says so)
             if work in session.works:
                 session.works.remove(work)
@@ -248,8 +250,6 @@ class Agent:
             send(answer)
         if stop == "cancelled" and self.opts.late_update:
             self.chunk(sid, reply, "late")
-        if stop == "cancelled" and self.opts.late_stop_reason:
-            session.owed = True
         if stop == "cancelled" and self.opts.work_after_cancel:
             call = {"toolCallId": "late-1", "title": "Write y.txt", "kind": "edit", "status": "in_progress"}
             update(sid, {"sessionUpdate": "tool_call", **call})

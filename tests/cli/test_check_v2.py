@@ -411,6 +411,13 @@ def test_the_order_of_held_prompts_unseen_is_no_pass() -> None:
         assert "the --permission-prompt's work ended" in order["evidence"]
         if agent == QUIRKY_V2:
             assert code == 0, doc  # an agent without a permission flow can pass
+    # A --permission-prompt whose work runs on without asking in time: unseen, skipped, no pass.
+    _code, doc = check("--protocol", "2", "--permission-prompt", "/stream 100 50", agent=QUIRKY_V2)
+    order = by_rule(doc)[HELD_ORDER_RULE]
+    assert order["result"] == "skip", order
+    assert order["evidence"] == (
+        "the order of insertion not seen: the --permission-prompt asked no permission within 1.5 s"
+    )
 
 
 @pytest.mark.parametrize(("agent", "expected"), MISBEHAVIOURS)

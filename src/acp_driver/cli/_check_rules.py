@@ -53,6 +53,9 @@ EOF_RULE = "exits after stdin EOF"
 
 NEVER_ASKED = "not applicable: the agent never asked for permission"
 IF_IT_ASKS = "; if it has a permission flow, pass a --permission-prompt that makes it ask (or a --mode that asks, or --terminal)"
+IF_IT_ASKS_V2 = (
+    "; if it has a permission flow, pass a --permission-prompt that makes it ask (or a --mode that asks)"
+)
 """A permission rule's evidence when the turn ended without a permission request: an agent
 without a permission flow is not failed, nor left inconclusive, by the rules about one."""
 

@@ -254,12 +254,11 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
                 )
             else:
                 first.evidence += f"{flight}; uncancelled work runs on longer ({ms(limit)})"
-    late = after_the_end(probe, sid, prompt.sent, idle)
-    if (
-        first.result != SKIP
-    ):  # no control prompt ran: any work of the session after the idle is the cancelled one's
-        late += [s for s in work_after(probe, sid, idle) if s not in late]
-    asked = requests_since(probe, idle.index, sid) if first.result != SKIP else []
+    # No control prompt ran (none was needed): any work of the session after the idle, or request
+    # of the session, is the cancelled work's, going on. After a control, only the work's own.
+    ours = first.result != SKIP
+    late = work_after(probe, sid, idle) if ours else after_the_end(probe, sid, prompt.sent, idle)
+    asked = requests_since(probe, idle.index, sid) if ours else []
     if late or asked:
         what: list[str] = (
             [f"{len(late)} update(s) of the work after its idle: {kinds_of(late)}"] if late else []

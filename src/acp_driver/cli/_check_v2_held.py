@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import protocol as p
 from ..aio import current_request
-from ._check_rules import FAIL, IF_IT_ASKS, MUST, NA, NEVER_ASKED, PASS, SKIP, CheckResult
+from ._check_rules import FAIL, IF_IT_ASKS_V2, MUST, NA, NEVER_ASKED, PASS, SKIP, CheckResult
 from ._check_spans import (
     USER_MESSAGE,
     Prompt,
@@ -368,7 +368,7 @@ def _held_verdict(
             MUST,
             NA,
             f"{NEVER_ASKED}: the order is seen only where two prompts are held at once, while a work "
-            f"waits for the answer to its permission request ({order}){IF_IT_ASKS}",
+            f"waits for the answer to its permission request ({order}){IF_IT_ASKS_V2}",
         )
     elif isinstance(order, str):
         second = CheckResult(HELD_ORDER_RULE, MUST, SKIP, f"the order of insertion not seen: {order}")

@@ -28,7 +28,7 @@ from ..aio import current_request
 from ..core import RpcError
 from ._check_rules import (
     FAIL,
-    IF_IT_ASKS,
+    IF_IT_ASKS_V2,
     MUST,
     NA,
     NEVER_ASKED,
@@ -121,7 +121,7 @@ async def check_v2_permission(opts: argparse.Namespace, probe: Probe) -> list[Ch
         probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
         idle = idle_after(probe, sid, prompt.sent)
         if idle is not None:
-            why = f"{NEVER_ASKED} (the work ended, {describe_idle(idle)}, without asking){IF_IT_ASKS}"
+            why = f"{NEVER_ASKED} (the work ended, {describe_idle(idle)}, without asking){IF_IT_ASKS_V2}"
             return [CheckResult(rule, level, NA, why) for rule, level in rules]
         why = f"no permission request within {opts.timeout:g} s (pass a --permission-prompt that makes it ask, or a --mode that asks)"
         return [CheckResult(rule, level, SKIP, why) for rule, level in rules]
