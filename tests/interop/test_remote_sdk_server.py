@@ -123,3 +123,32 @@ async def test_permission_pending_when_the_turn_is_cancelled(
         # The RFD: a permission answer is a session-scoped POST (Acp-Session-Id).
         posts = [r for r in await server.seen() if r["method"] == "POST" and '"outcome"' in r.get("body", "")]
         assert [r["session"] for r in posts] == [session.id]
+
+
+async def test_run_with_the_default_protocol_completes_against_the_sdks_server(
+    sdk_server: Any, profile: str
+) -> None:
+    """The SDK's remote agent answers ``initialize`` with the client's own version, as its echo
+    example does: ``acp-driver run URL`` under its default protocol speaks v1 with it (one
+    stderr line says why), completes the turn and exits 0."""
+    import os
+    import sys
+
+    server = sdk_server()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "run",
+        "--agent",
+        server.url(profile),
+        "hello over the network",
+        env={**os.environ, "NO_COLOR": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(LIMIT):
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "hello over the network" in out.decode()
+    assert "agent claims v2 but answers v1: speaking v1" in err.decode()
