@@ -105,6 +105,8 @@ class FakeAnthropic:
         """When set, picks each conversation request's answer instead of ``script``."""
         self.requests: list[Request] = []
         self.side_requests = 0
+        self.fixed_message_id: str | None = None
+        """Every reply's message id (a model server with fixed ids), instead of a fresh one each."""
         self._arrived = asyncio.Condition()
         self._held: list[asyncio.StreamWriter] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -208,7 +210,7 @@ class FakeAnthropic:
 
     async def _answer(self, writer: asyncio.StreamWriter, body: dict[str, Any], step: Step) -> None:
         model = str(body.get("model", "claude-fake"))
-        message_id = f"msg_fake_{next(_ids)}"
+        message_id = self.fixed_message_id or f"msg_fake_{next(_ids)}"
         if not body.get("stream"):
             text = " ".join(f"{step.prefix}{i}" for i in range(step.n)) if isinstance(step, Words) else "ok"
             payload = json.dumps(

@@ -229,3 +229,25 @@ async def test_claude_in_v1_mode_through_auto_falls_back_to_v1(
                 wire.dump()
             )
     await eventually(lambda: not claude_processes(), "no claude process left")
+
+
+async def test_claude_v2_turns_with_one_reused_message_id_each_show_their_text(
+    claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path
+) -> None:
+    """claude-agent-acp copies the model's message id into its chunks' ``messageId``; behind a
+    model server that gives every reply the same id, each v2 turn still shows its own text
+    (an id seen in an ended turn does not make the working turn's chunks someone else's)."""
+    model.decide = by_marker({"FIVE": Words("a", 5), "AGAIN": Words("e", 2)})
+    model.fixed_message_id = "msg_fixed"
+    env = environment(tmp_path, model, "v2")
+    wire = Wire()
+    async with asyncio.timeout(150):
+        agent = await launch(list(claude_agent.argv), protocol=2, env=env, cwd=tmp_path, tracer=wire.trace)
+        async with agent:
+            session = await agent.new_session(tmp_path)
+            first = session.prompt("say FIVE words")
+            assert (await texts_of(first))[:5] == ["a0 ", "a1 ", "a2 ", "a3 ", "a4 "], wire.dump()
+            assert (await first).stop_reason == "end_turn", wire.dump()
+            second = session.prompt("say AGAIN")
+            assert (await texts_of(second))[:2] == ["e0 ", "e1 "], wire.dump()
+            assert (await second).stop_reason == "end_turn", wire.dump()
