@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from acp_driver.driver import AgentMessageChunk, ClientServices, launch
 from acp_driver.services import LocalTerminals
 from acp_driver.trace import REDACTED, OtelSink, TraceRecorder, read_trace, render_html, summarize
+from acp_driver.trace._redact import REDACTION_VERSION
 
 SECRET = "hunter2-s3cr3t"
 """No word the pre-scan looks for is in it: what is redacted is found by its context."""
@@ -81,6 +82,7 @@ def test_a_url_password_never_reaches_the_header_or_a_message(tmp_path: Path) ->
         agent=[f"ws://user:{SECRET}@agents.example:9000/acp"],
     )
     assert found[0]["agent"] == [f"ws://user:{REDACTED}@agents.example:9000/acp"]
+    assert found[0]["redaction"] == REDACTION_VERSION  # the reader need not redact it again
     text = found[1]["msg"]["params"]["update"]["content"]["text"]
     assert text == f"cloning http://bob:{REDACTED}@git.example/r.git and https://{REDACTED}@gh.example/r"
 
@@ -209,12 +211,13 @@ def test_a_line_that_is_not_json_is_cut_at_the_bound(tmp_path: Path) -> None:
     assert (found[2]["raw"], found[2]["size"]) == ("é" * 500, 4000)
 
 
-def test_a_file_written_without_redaction_is_redacted_when_read(tmp_path: Path) -> None:
-    """A file from an older version, or written by hand: the summary and the page apply the
-    same rule when they read it."""
+@pytest.mark.parametrize("redaction", [{}, {"redaction": 1}, {"redaction": "2"}])
+def test_a_file_written_without_redaction_is_redacted_when_read(tmp_path: Path, redaction: Any) -> None:
+    """A file from an older version (whose header names no rules, or older ones), or written by
+    hand: the summary and the page apply the same rule when they read it."""
     path = tmp_path / "old.ndjson"
     events = [
-        {"id": 0, "t": 0.0, "kind": "trace", "v": 1, "role": "host", "agent": ["a", "--token", SECRET]},
+        {"id": 0, "t": 0.0, "kind": "trace", "v": 1, "role": "host", "agent": ["a", "--token", SECRET], **redaction},
         {"id": 1, "t": 0.1, "kind": "wire", "dir": "out", "msg": request(1, "session/prompt", {
             "sessionId": "s", "prompt": [{"type": "text", "text": f"use password={SECRET}"}]})},
         {"id": 2, "t": 0.2, "kind": "wire", "dir": "in", "msg": {"jsonrpc": "2.0", "id": 1, "error": {

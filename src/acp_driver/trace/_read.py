@@ -7,8 +7,9 @@
   is refused).
 - After the header, a line that is not a JSON object with an ``id``, a ``t`` and a ``kind`` is
   counted and skipped (a last line cut mid-way by a crash is one).
-- Each event is redacted again as it is read (``_redact``, the recorder's rule): what the summary
-  and the page show holds no secret, whoever wrote the file.
+- Each event is redacted as it is read (``_redact``, the recorder's rule), unless the header says
+  the file was written redacted by these rules (``redaction``): what the summary and the page
+  show holds no secret, whoever wrote the file (an older version, another tool, by hand).
 
 The events are then analysed by ``_model``.
 """
@@ -23,7 +24,7 @@ import orjson
 
 from ._model import Trace, analyse
 from ._recorder import SCHEMA_VERSION
-from ._redact import Redactor, needs_scan
+from ._redact import REDACTION_VERSION, Redactor, needs_scan
 
 MAX_READ_BYTES = 1024 * 1024 * 1024
 """The most ``read_trace`` reads by default: a bigger file is refused (a trace stops at
@@ -69,7 +70,7 @@ def _bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[bytes]:
 def parse_trace(lines: Iterable[bytes]) -> Trace:
     events: list[dict[str, Any]] = []
     bad = 0
-    redactor = Redactor()
+    redactor: Redactor | None = Redactor()
     for line in lines:
         if not line.strip():
             continue
@@ -89,10 +90,21 @@ def parse_trace(lines: Iterable[bytes]) -> Trace:
             continue
         if not events:
             _check_header(event)
-        events.append(redactor.event(event) if redactor.pending or needs_scan(line) else event)
+            if _redacted_by_these_rules(event):
+                redactor = None  # written by a recorder that applied them: nothing to do again
+        if redactor is not None and (redactor.pending or needs_scan(line)):
+            event = redactor.event(event)
+        events.append(event)
     if not events:
         raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")
     return analyse(events, bad)
+
+
+def _redacted_by_these_rules(header: dict[str, Any]) -> bool:
+    """Whether the file says it was redacted by these rules (or later ones) as it was written:
+    its header's ``redaction``."""
+    version = header.get("redaction")
+    return type(version) is int and version >= REDACTION_VERSION
 
 
 def _check_header(event: dict[str, Any]) -> None:

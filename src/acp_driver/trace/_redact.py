@@ -39,6 +39,10 @@ import orjson
 
 REDACTED = "[redacted]"
 
+REDACTION_VERSION = 2
+"""The version of these rules, in a trace header's ``redaction``: a reader does not redact again
+a file written by them (or later ones). Raised when a rule is added."""
+
 _SECRET_NAME = re.compile(
     r"(?i:authori[sz]|token|secret|passw(?:or)?d|passphrase|cookie|credential|jwt"
     r"|(?:api|access|session|private|secret|signing|client)[_-]?key)"
