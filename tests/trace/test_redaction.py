@@ -3,12 +3,15 @@ a test per shape a secret takes (docs/trace.md, "Redacted")."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -16,7 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from acp_driver.driver import AgentMessageChunk, ClientServices, launch
 from acp_driver.services import LocalTerminals
 from acp_driver.trace import REDACTED, OtelSink, TraceRecorder, read_trace, render_html, summarize
-from acp_driver.trace._redact import REDACTION_VERSION
+from acp_driver.trace._redact import REDACTION_VERSION, Redactor, needs_scan
+
+from ..fuzz.strategies import EXAMPLES
 
 SECRET = "hunter2-s3cr3t"
 """No word the pre-scan looks for is in it: what is redacted is found by its context."""
@@ -176,6 +181,27 @@ def test_a_bearer_token_in_any_case_never_reaches_the_file(tmp_path: Path, schem
     assert found[1]["msg"]["params"]["update"]["content"]["text"] == f"use {scheme} {REDACTED} now"
 
 
+def test_a_secret_spelled_with_json_escapes_never_reaches_the_file(tmp_path: Path) -> None:
+    """A peer's encoder may escape any character (``\\u0070`` is ``p``): the pre-scan, which
+    reads the text as sent, walks any message holding an escape."""
+    path = tmp_path / "t.ndjson"
+    update = b'{"sessionUpdate":"x","\\u0070wd":"%s","t":"B\\u0065arer %s"}' % (
+        SECRET.encode(),
+        SECRET.encode(),
+    )
+    with TraceRecorder(path) as rec:
+        rec.wire(
+            "in",
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":%s}}' % update,
+        )
+    assert SECRET not in path.read_text()
+    assert lines(path)[1]["msg"]["params"]["update"] == {
+        "sessionUpdate": "x",
+        "pwd": REDACTED,
+        "t": f"Bearer {REDACTED}",
+    }
+
+
 def test_an_environment_or_headers_alone_reach_redaction(tmp_path: Path) -> None:
     """The pre-scan lets a message through unwalked when it holds no word a secret hides behind:
     an environment's or headers' values are secrets whatever their names."""
@@ -294,3 +320,38 @@ async def test_a_real_terminal_and_mcp_server_command_line_are_redacted_end_to_e
     assert create["params"]["args"] == ["--password", REDACTED, f"GITHUB_TOKEN={REDACTED}"]
     trace = read_trace(path)
     assert SECRET not in summarize(trace) + render_html(trace)
+
+
+_NAMES = ["auth", "Auth", "basicAuth", "DB_PASS", "pwd", "jwt", "accessKey", "session-key", "apiKey",
+          "password", "Token", "cookie", "credential", "env", "environment", "headers", "args", "argv",
+          "command", "name", "value", "text", "authMethods", "sessionId", "title", "url", "x"]  # fmt: skip
+_WORDS = ["Bearer", "BASIC", "--password", "--pass", "-p", "--api-key=v", "GITHUB_TOKEN=v", "DbPass=v",
+          "pwd:", "jwt", "http://u:p@h", "ws://t@h/x", "mailto:a@b", "a@b", "=", ":", "--", "word",
+          "é", "\u202e", "tok", "en", "pa", "ss"]  # fmt: skip
+_TEXT = st.lists(st.sampled_from(_WORDS) | st.text(max_size=4), max_size=3).map(" ".join)
+_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_NAMES) | _TEXT, inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=EXAMPLES * 20, deadline=None)
+@given(_VALUE, st.booleans())
+@example({"env": "word"}, False)
+@example({"headers": ["a: b"]}, False)
+@example({"x": "BASIC word"}, False)
+@example({"x": "Bearer word"}, False)
+@example({"x": "PWD=word"}, False)
+@example({"x": {"JWT": "word"}}, False)
+@example({"x": "http://u:word@h"}, False)
+@example({"é": {"Auth": "word"}}, True)
+def test_a_message_the_pre_scan_lets_through_holds_nothing_to_redact(value: Any, ascii_only: bool) -> None:
+    """The pre-scan is a superset of the rules: whatever it does not walk, the rules would keep
+    as it is (also written with JSON escapes, as a peer's encoder may: ``\\u0041uth``)."""
+    message = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": value}}
+    data = json.dumps(message, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    if not needs_scan(data):
+        assert Redactor().message("in", message) == message

@@ -43,6 +43,33 @@ MUTATIONS = [
         (f"{_R}test_the_answer_to_authentication_is_replaced_whole", f"{_R}test_spans_never_carry_a_secret"),
     ),
     Mutation(
+        "trace-redact-auth-answer-unscanned",
+        "trace: while an authentication request is unanswered every message is walked (its answer may hold no word)",
+        "trace/_recorder.py",
+        "        if redactor.pending or needs_scan(body):\n",
+        "        if needs_scan(body):\n",
+        (f"{_R}test_the_answer_to_authentication_is_replaced_whole",),
+    ),
+    Mutation(
+        "trace-scan-words",
+        "trace: the pre-scan looks for every word a rule does (pwd, jwt)",
+        "trace/_redact.py",
+        '    *(b"auth", b"token", b"pass", b"pwd", b"secret", b"key", b"jwt", b"cookie", b"credential"),\n',
+        '    *(b"auth", b"token", b"pass", b"secret", b"key", b"cookie", b"credential"),\n',
+        (
+            f"{_R}test_a_message_the_pre_scan_lets_through_holds_nothing_to_redact",
+            f"{_R}test_a_value_under_a_key_naming_a_secret_never_reaches_the_file",
+        ),
+    ),
+    Mutation(
+        "trace-scan-superset",
+        "trace: the pre-scan is a superset of the rules (a JSON escape may spell any word)",
+        "trace/_redact.py",
+        '    *(b"bearer", b"basic", b"\\\\u"),\n',
+        '    *(b"bearer", b"basic"),\n',
+        (f"{_R}test_a_secret_spelled_with_json_escapes_never_reaches_the_file",),
+    ),
+    Mutation(
         "trace-redact-auth-answer-odd-id",
         "trace: an authentication request with an object id is still known by its answer",
         "trace/_redact.py",
