@@ -172,8 +172,16 @@ MUTATIONS = [
         "trace-reader-redacts",
         "trace reader: a file read back is redacted by the same rule (the summary, the page)",
         "trace/_read.py",
-        "        events.append(redactor.event(event) if redactor.pending or needs_scan(line) else event)\n",
-        "        events.append(event)\n",
+        "            event = redactor.event(event)\n",
+        "            pass\n",
+        (f"{_R}test_a_file_written_without_redaction_is_redacted_when_read",),
+    ),
+    Mutation(
+        "trace-reader-trusts-only-these-rules",
+        "trace reader: only a file written with these redaction rules (or later ones) is not redacted again",
+        "trace/_read.py",
+        "    return type(version) is int and version >= REDACTION_VERSION\n",
+        "    return True\n",
         (f"{_R}test_a_file_written_without_redaction_is_redacted_when_read",),
     ),
     Mutation(
