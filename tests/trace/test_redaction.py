@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from acp_driver.driver import AgentMessageChunk, ClientServices, launch
 from acp_driver.services import LocalTerminals
 from acp_driver.trace import REDACTED, OtelSink, TraceRecorder, read_trace, render_html, summarize
-from acp_driver.trace._redact import REDACTION_VERSION, Redactor, needs_scan
+from acp_driver.trace._redact import REDACTION_VERSION, Redactor, needs_scan, redact_argv, redact_text
 
 from ..fuzz.strategies import EXAMPLES
 
@@ -200,6 +201,16 @@ def test_a_secret_spelled_with_json_escapes_never_reaches_the_file(tmp_path: Pat
         "pwd": REDACTED,
         "t": f"Bearer {REDACTED}",
     }
+
+
+@pytest.mark.parametrize("text", ["a." * 16_384 + "://", "-a." * 11_000 + " x", "a+" * 16_384 + "://u:p@h"])
+def test_redacting_a_hostile_text_takes_linear_time(text: str) -> None:
+    """A 32 KiB text built to make the patterns backtrack (each start rescanning the rest: 20 s
+    and more) is redacted in milliseconds (bounded here at 3 s of CPU, for a loaded machine)."""
+    start = time.process_time()
+    redact_text(text)
+    redact_argv([text])
+    assert time.process_time() - start < 3.0
 
 
 def test_an_environment_or_headers_alone_reach_redaction(tmp_path: Path) -> None:

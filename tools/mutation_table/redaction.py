@@ -153,6 +153,22 @@ MUTATIONS = [
         (f"{_R}test_a_bearer_token_in_any_case_never_reaches_the_file",),
     ),
     Mutation(
+        "trace-redact-linear-userinfo",
+        "trace: a URL's scheme is bounded and starts a word (a hostile text cannot make the pattern quadratic)",
+        "trace/_redact.py",
+        '_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)([^/\\s@:\\"\']*)(:[^/\\s@\\"\']*)?@")\n',
+        '_USERINFO = re.compile(r"(?i)\\b([a-z][a-z0-9+.-]*://)([^/\\s@:\\"\']*)(:[^/\\s@\\"\']*)?@")\n',
+        (f"{_R}test_redacting_a_hostile_text_takes_linear_time",),
+    ),
+    Mutation(
+        "trace-redact-linear-names",
+        "trace: a name starts after no word character, dot or dash (a hostile text cannot make it quadratic)",
+        "trace/_redact.py",
+        '    r"(?<![\\w.-])(?:(--?[A-Za-z][\\w.-]*)(?:=|[ \\t]+)|([A-Za-z_][\\w.-]*)[\\"\']?[ \\t]*[:=](?!//)[ \\t]*)"\n',
+        '    r"(?<![\\w-])(?:(--?[A-Za-z][\\w.-]*)(?:=|[ \\t]+)|([A-Za-z_][\\w.-]*)[\\"\']?[ \\t]*[:=](?!//)[ \\t]*)"\n',
+        (f"{_R}test_redacting_a_hostile_text_takes_linear_time",),
+    ),
+    Mutation(
         "trace-raw-redacted",
         "trace: a line that is not JSON is redacted too",
         "trace/_recorder.py",

@@ -63,9 +63,9 @@ name rule's words, the text rules' (a URL's userinfo: ``@`` and ``://``, below),
 _TEXT_HINT = re.compile(r"(?i)bearer|basic|://|[=:]|(?<![\w-])-")
 """A string without any of these holds nothing the text rules change."""
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@:\"']*)(:[^/\s@\"']*)?@")
+_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)([^/\s@:\"']*)(:[^/\s@\"']*)?@")
 _NAME_SEP = re.compile(
-    r"(?<![\w-])(?:(--?[A-Za-z][\w.-]*)(?:=|[ \t]+)|([A-Za-z_][\w.-]*)[\"']?[ \t]*[:=](?!//)[ \t]*)"
+    r"(?<![\w.-])(?:(--?[A-Za-z][\w.-]*)(?:=|[ \t]+)|([A-Za-z_][\w.-]*)[\"']?[ \t]*[:=](?!//)[ \t]*)"
 )
 _VALUE = re.compile(r"\"[^\"]*\"|'[^']*'|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"',;&]+")
 """``--name value``, ``--name=value``, ``name=value``, ``name: value``, ``"name": "value"``: the
