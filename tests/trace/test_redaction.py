@@ -20,7 +20,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from acp_driver.driver import AgentMessageChunk, ClientServices, launch
 from acp_driver.services import LocalTerminals
 from acp_driver.trace import REDACTED, OtelSink, TraceRecorder, read_trace, render_html, summarize
-from acp_driver.trace._redact import REDACTION_VERSION, Redactor, needs_scan, redact_argv, redact_text
+from acp_driver.trace._redact import (
+    MAX_DEPTH,
+    REDACTION_VERSION,
+    Redactor,
+    needs_scan,
+    redact_argv,
+    redact_text,
+)
 
 from ..fuzz.strategies import EXAMPLES
 
@@ -211,6 +218,30 @@ def test_redacting_a_hostile_text_takes_linear_time(text: str) -> None:
     redact_text(text)
     redact_argv([text])
     assert time.process_time() - start < 3.0
+
+
+def test_a_message_nested_without_bound_is_redacted_without_recursing_without_bound(tmp_path: Path) -> None:
+    """900 levels of ``{"token": ...}`` (JSON allows it, the parser takes it): what is nested
+    deeper than the walk goes (``MAX_DEPTH``) is replaced whole, and the message is recorded."""
+    path = tmp_path / "t.ndjson"
+    deep = b'{"token":' * 900 + b'"%s"' % SECRET.encode() + b"}" * 900
+    with TraceRecorder(path) as rec:
+        rec.wire("in", b'{"jsonrpc":"2.0","method":"x/deep","params":{"a":[%s]}}' % deep)
+    assert SECRET not in path.read_text()
+    recorded = lines(path)[1]["msg"]
+    assert recorded["method"] == "x/deep"
+    kept, levels = recorded["params"]["a"][0], 0
+    while isinstance(kept, dict):
+        kept, levels = kept["token"], levels + 1
+    assert (kept, levels) == (REDACTED, MAX_DEPTH - 3)  # below MAX_DEPTH, the rest whole
+    lists = b"[" * 900 + b'"Bearer %s"' % SECRET.encode() + b"]" * 900  # no secret-named key on the way
+    with TraceRecorder(path) as rec:
+        rec.wire("in", b'{"jsonrpc":"2.0","method":"x/deep","params":{"a":%s}}' % lists)
+    assert SECRET not in path.read_text()
+    kept, levels = lines(path)[1]["msg"]["params"]["a"], 0
+    while isinstance(kept, list):
+        kept, levels = kept[0], levels + 1
+    assert (kept, levels) == (REDACTED, MAX_DEPTH - 2)
 
 
 def test_an_environment_or_headers_alone_reach_redaction(tmp_path: Path) -> None:

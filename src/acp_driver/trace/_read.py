@@ -5,8 +5,9 @@
 - The read is bounded whatever the file (``/dev/zero``, ``/dev/urandom``): a line is read up to
   ``MAX_LINE_BYTES`` (a longer one is not an event), the file up to ``max_bytes`` (a bigger one
   is refused).
-- After the header, a line that is not a JSON object with an ``id``, a ``t`` and a ``kind`` is
-  counted and skipped (a last line cut mid-way by a crash is one).
+- After the header, a line that is not a JSON object with an ``id``, a ``t`` and a ``kind``, or
+  is nested deeper than ``MAX_EVENT_DEPTH``, is counted and skipped (a last line cut mid-way by a
+  crash is one).
 - Each event is redacted as it is read (``_redact``, the recorder's rule), unless the header says
   the file was written redacted by these rules (``redaction``): what the summary and the page
   show holds no secret, whoever wrote the file (an older version, another tool, by hand).
@@ -31,6 +32,9 @@ MAX_READ_BYTES = 1024 * 1024 * 1024
 ``DEFAULT_MAX_BYTES``, 256 MiB, unless recorded with a bigger cap)."""
 MAX_LINE_BYTES = 64 * 1024 * 1024
 """A longer line is not an event (the recorder keeps a message's skeleton over 64 KiB)."""
+MAX_EVENT_DEPTH = 128
+"""An event nested deeper is not one (no message of the protocol comes near; the page and the
+summary could not show it)."""
 
 
 class TraceFormatError(ValueError):
@@ -83,6 +87,7 @@ def parse_trace(lines: Iterable[bytes]) -> Trace:
             or not isinstance(event.get("id"), int)
             or not isinstance(event.get("t"), (int, float))
             or not isinstance(event.get("kind"), str)
+            or (line.count(b"{") + line.count(b"[") > MAX_EVENT_DEPTH and _deeper(event, MAX_EVENT_DEPTH))
         ):
             if not events:
                 raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")
@@ -98,6 +103,20 @@ def parse_trace(lines: Iterable[bytes]) -> Trace:
     if not events:
         raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")
     return analyse(events, bad)
+
+
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers deeper than ``limit`` (without recursing)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _redacted_by_these_rules(header: dict[str, Any]) -> bool:
