@@ -135,7 +135,7 @@ def _check_header(event: dict[str, Any]) -> None:
     if type(version) is not int or version != SCHEMA_VERSION:
         raise TraceFormatError(
             f"trace schema version {orjson.dumps(version, default=str).decode()[:20]} is not "
-            f"one this reader knows ({SCHEMA_VERSION}): a newer acp-driver reads it"
+            f"one this reader knows ({SCHEMA_VERSION})"
         )
     agent = event.get("agent")
     if agent is not None and not isinstance(agent, list):

@@ -128,7 +128,7 @@ class Redactor:
             method = message.get("method")
             key = wire_key(message["id"])
             if is_auth_method(method):
-                self._asked[direction].add(key)
+                self._asked["in" if direction == "in" else "out"].add(key)
                 self.pending = True
             elif method is None:
                 asked = self._asked["out" if direction == "in" else "in"]
