@@ -118,6 +118,22 @@ def test_a_schema_version_this_reader_does_not_know_is_refused(tmp_path: Path, v
         read_trace(path)
 
 
+@pytest.mark.parametrize("depth", [130, 300, 1000])
+def test_an_event_nested_too_deep_is_skipped(tmp_path: Path, depth: int) -> None:
+    """Deeper than 128 levels, a line is not an event (the page and the summary could not show
+    it): it is counted and skipped, and the rest of the trace is read."""
+    deep = b"[" * depth + b"]" * depth
+    path = write(tmp_path / "t.ndjson", header(), wire(1, "in", {"jsonrpc": "2.0", "method": "x"}))
+    with open(path, "ab") as f:
+        f.write(
+            b'{"id":2,"t":0.2,"kind":"wire","dir":"in","msg":{"jsonrpc":"2.0","method":"y","params":%s}}\n'
+            % deep
+        )
+    summary = read_back(path)
+    assert "1 line(s) that are not trace events were skipped" in summary
+    assert len(read_trace(path).events) == 2
+
+
 def test_dev_zero_is_refused_after_a_bounded_read() -> None:
     """No newline, ever: the first line is read up to its bound (64 MiB), then refused."""
     line = refused("/dev/zero")

@@ -3,12 +3,16 @@ a test per shape a secret takes (docs/trace.md, "Redacted")."""
 
 from __future__ import annotations
 
+import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -16,6 +20,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from acp_driver.driver import AgentMessageChunk, ClientServices, launch
 from acp_driver.services import LocalTerminals
 from acp_driver.trace import REDACTED, OtelSink, TraceRecorder, read_trace, render_html, summarize
+from acp_driver.trace._redact import (
+    MAX_DEPTH,
+    REDACTION_VERSION,
+    Redactor,
+    needs_scan,
+    redact_argv,
+    redact_text,
+)
+
+from ..fuzz.strategies import EXAMPLES
 
 SECRET = "hunter2-s3cr3t"
 """No word the pre-scan looks for is in it: what is redacted is found by its context."""
@@ -81,6 +95,7 @@ def test_a_url_password_never_reaches_the_header_or_a_message(tmp_path: Path) ->
         agent=[f"ws://user:{SECRET}@agents.example:9000/acp"],
     )
     assert found[0]["agent"] == [f"ws://user:{REDACTED}@agents.example:9000/acp"]
+    assert found[0]["redaction"] == REDACTION_VERSION  # the reader need not redact it again
     text = found[1]["msg"]["params"]["update"]["content"]["text"]
     assert text == f"cloning http://bob:{REDACTED}@git.example/r.git and https://{REDACTED}@gh.example/r"
 
@@ -174,6 +189,61 @@ def test_a_bearer_token_in_any_case_never_reaches_the_file(tmp_path: Path, schem
     assert found[1]["msg"]["params"]["update"]["content"]["text"] == f"use {scheme} {REDACTED} now"
 
 
+def test_a_secret_spelled_with_json_escapes_never_reaches_the_file(tmp_path: Path) -> None:
+    """A peer's encoder may escape any character (``\\u0070`` is ``p``): the pre-scan, which
+    reads the text as sent, walks any message holding an escape."""
+    path = tmp_path / "t.ndjson"
+    update = b'{"sessionUpdate":"x","\\u0070wd":"%s","t":"B\\u0065arer %s"}' % (
+        SECRET.encode(),
+        SECRET.encode(),
+    )
+    with TraceRecorder(path) as rec:
+        rec.wire(
+            "in",
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":%s}}' % update,
+        )
+    assert SECRET not in path.read_text()
+    assert lines(path)[1]["msg"]["params"]["update"] == {
+        "sessionUpdate": "x",
+        "pwd": REDACTED,
+        "t": f"Bearer {REDACTED}",
+    }
+
+
+@pytest.mark.parametrize("text", ["a." * 16_384 + "://", "-a." * 11_000 + " x", "a+" * 16_384 + "://u:p@h"])
+def test_redacting_a_hostile_text_takes_linear_time(text: str) -> None:
+    """A 32 KiB text built to make the patterns backtrack (each start rescanning the rest: 20 s
+    and more) is redacted in milliseconds (bounded here at 3 s of CPU, for a loaded machine)."""
+    start = time.process_time()
+    redact_text(text)
+    redact_argv([text])
+    assert time.process_time() - start < 3.0
+
+
+def test_a_message_nested_without_bound_is_redacted_without_recursing_without_bound(tmp_path: Path) -> None:
+    """900 levels of ``{"token": ...}`` (JSON allows it, the parser takes it): what is nested
+    deeper than the walk goes (``MAX_DEPTH``) is replaced whole, and the message is recorded."""
+    path = tmp_path / "t.ndjson"
+    deep = b'{"token":' * 900 + b'"%s"' % SECRET.encode() + b"}" * 900
+    with TraceRecorder(path) as rec:
+        rec.wire("in", b'{"jsonrpc":"2.0","method":"x/deep","params":{"a":[%s]}}' % deep)
+    assert SECRET not in path.read_text()
+    recorded = lines(path)[1]["msg"]
+    assert recorded["method"] == "x/deep"
+    kept, levels = recorded["params"]["a"][0], 0
+    while isinstance(kept, dict):
+        kept, levels = kept["token"], levels + 1
+    assert (kept, levels) == (REDACTED, MAX_DEPTH - 3)  # below MAX_DEPTH, the rest whole
+    lists = b"[" * 900 + b'"Bearer %s"' % SECRET.encode() + b"]" * 900  # no secret-named key on the way
+    with TraceRecorder(path) as rec:
+        rec.wire("in", b'{"jsonrpc":"2.0","method":"x/deep","params":{"a":%s}}' % lists)
+    assert SECRET not in path.read_text()
+    kept, levels = lines(path)[1]["msg"]["params"]["a"], 0
+    while isinstance(kept, list):
+        kept, levels = kept[0], levels + 1
+    assert (kept, levels) == (REDACTED, MAX_DEPTH - 2)
+
+
 def test_an_environment_or_headers_alone_reach_redaction(tmp_path: Path) -> None:
     """The pre-scan lets a message through unwalked when it holds no word a secret hides behind:
     an environment's or headers' values are secrets whatever their names."""
@@ -209,12 +279,13 @@ def test_a_line_that_is_not_json_is_cut_at_the_bound(tmp_path: Path) -> None:
     assert (found[2]["raw"], found[2]["size"]) == ("é" * 500, 4000)
 
 
-def test_a_file_written_without_redaction_is_redacted_when_read(tmp_path: Path) -> None:
-    """A file from an older version, or written by hand: the summary and the page apply the
-    same rule when they read it."""
+@pytest.mark.parametrize("redaction", [{}, {"redaction": 1}, {"redaction": "2"}])
+def test_a_file_written_without_redaction_is_redacted_when_read(tmp_path: Path, redaction: Any) -> None:
+    """A file from an older version (whose header names no rules, or older ones), or written by
+    hand: the summary and the page apply the same rule when they read it."""
     path = tmp_path / "old.ndjson"
     events = [
-        {"id": 0, "t": 0.0, "kind": "trace", "v": 1, "role": "host", "agent": ["a", "--token", SECRET]},
+        {"id": 0, "t": 0.0, "kind": "trace", "v": 1, "role": "host", "agent": ["a", "--token", SECRET], **redaction},
         {"id": 1, "t": 0.1, "kind": "wire", "dir": "out", "msg": request(1, "session/prompt", {
             "sessionId": "s", "prompt": [{"type": "text", "text": f"use password={SECRET}"}]})},
         {"id": 2, "t": 0.2, "kind": "wire", "dir": "in", "msg": {"jsonrpc": "2.0", "id": 1, "error": {
@@ -292,3 +363,38 @@ async def test_a_real_terminal_and_mcp_server_command_line_are_redacted_end_to_e
     assert create["params"]["args"] == ["--password", REDACTED, f"GITHUB_TOKEN={REDACTED}"]
     trace = read_trace(path)
     assert SECRET not in summarize(trace) + render_html(trace)
+
+
+_NAMES = ["auth", "Auth", "basicAuth", "DB_PASS", "pwd", "jwt", "accessKey", "session-key", "apiKey",
+          "password", "Token", "cookie", "credential", "env", "environment", "headers", "args", "argv",
+          "command", "name", "value", "text", "authMethods", "sessionId", "title", "url", "x"]  # fmt: skip
+_WORDS = ["Bearer", "BASIC", "--password", "--pass", "-p", "--api-key=v", "GITHUB_TOKEN=v", "DbPass=v",
+          "pwd:", "jwt", "http://u:p@h", "ws://t@h/x", "mailto:a@b", "a@b", "=", ":", "--", "word",
+          "é", "\u202e", "tok", "en", "pa", "ss"]  # fmt: skip
+_TEXT = st.lists(st.sampled_from(_WORDS) | st.text(max_size=4), max_size=3).map(" ".join)
+_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 5) | _TEXT,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_NAMES) | _TEXT, inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=EXAMPLES * 20, deadline=None)
+@given(_VALUE, st.booleans())
+@example({"env": "word"}, False)
+@example({"headers": ["a: b"]}, False)
+@example({"x": "BASIC word"}, False)
+@example({"x": "Bearer word"}, False)
+@example({"x": "PWD=word"}, False)
+@example({"x": {"JWT": "word"}}, False)
+@example({"x": "http://u:word@h"}, False)
+@example({"é": {"Auth": "word"}}, True)
+def test_a_message_the_pre_scan_lets_through_holds_nothing_to_redact(value: Any, ascii_only: bool) -> None:
+    """The pre-scan is a superset of the rules: whatever it does not walk, the rules would keep
+    as it is (also written with JSON escapes, as a peer's encoder may: ``\\u0041uth``)."""
+    message = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": value}}
+    data = json.dumps(message, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    if not needs_scan(data):
+        assert Redactor().message("in", message) == message

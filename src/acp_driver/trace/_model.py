@@ -501,7 +501,7 @@ def _keyed(message: dict[str, Any]) -> dict[str, Any]:
     rid = message.get("id")
     params = message.get("params")
     target = params.get("requestId") if isinstance(params, dict) else None
-    if wire_key(rid) is rid and wire_key(target) is target:
+    if not isinstance(rid, (dict, list)) and not isinstance(target, (dict, list)):
         return message
     out = {**message, "id": wire_key(rid)} if "id" in message else dict(message)
     if isinstance(params, dict) and "requestId" in params:

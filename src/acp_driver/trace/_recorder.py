@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ._redact import Redactor, needs_scan, redact_fields, redact_text
+from ._redact import REDACTION_VERSION, Redactor, needs_scan, redact_fields, redact_text
 
 logger = logging.getLogger("acp_driver.trace")
 
@@ -78,6 +78,7 @@ class TraceRecorder:
             started=datetime.now(UTC).isoformat(timespec="milliseconds"),
             mono=self.origin,
             pid=os.getpid(),
+            redaction=REDACTION_VERSION,
             **header,
         )
 

@@ -39,6 +39,13 @@ import orjson
 
 REDACTED = "[redacted]"
 
+MAX_DEPTH = 64
+"""Containers nested deeper are replaced whole (no message of the protocol comes near)."""
+
+REDACTION_VERSION = 2
+"""The version of these rules, in a trace header's ``redaction``: a reader does not redact again
+a file written by them (or later ones). Raised when a rule is added."""
+
 _SECRET_NAME = re.compile(
     r"(?i:authori[sz]|token|secret|passw(?:or)?d|passphrase|cookie|credential|jwt"
     r"|(?:api|access|session|private|secret|signing|client)[_-]?key)"
@@ -59,9 +66,9 @@ name rule's words, the text rules' (a URL's userinfo: ``@`` and ``://``, below),
 _TEXT_HINT = re.compile(r"(?i)bearer|basic|://|[=:]|(?<![\w-])-")
 """A string without any of these holds nothing the text rules change."""
 _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{4,}")
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^/\s@:\"']*)(:[^/\s@\"']*)?@")
+_USERINFO = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}://)([^/\s@:\"']*)(:[^/\s@\"']*)?@")
 _NAME_SEP = re.compile(
-    r"(?<![\w-])(?:(--?[A-Za-z][\w.-]*)(?:=|[ \t]+)|([A-Za-z_][\w.-]*)[\"']?[ \t]*[:=](?!//)[ \t]*)"
+    r"(?<![\w.-])(?:(--?[A-Za-z][\w.-]*)(?:=|[ \t]+)|([A-Za-z_][\w.-]*)[\"']?[ \t]*[:=](?!//)[ \t]*)"
 )
 _VALUE = re.compile(r"\"[^\"]*\"|'[^']*'|(?:(?i:bearer|basic|token|digest)[ \t]+)?[^\s\"',;&]+")
 """``--name value``, ``--name=value``, ``name=value``, ``name: value``, ``"name": "value"``: the
@@ -116,12 +123,12 @@ class Redactor:
     def message(self, direction: str, message: Any) -> Any:
         """A copy of a JSON-RPC message (or batch) with secrets replaced."""
         if isinstance(message, list):
-            return [self.message(direction, item) for item in message]
+            return [self.message(direction, m) if isinstance(m, dict) else redact_value(m) for m in message]
         if isinstance(message, dict) and "id" in message:
             method = message.get("method")
             key = wire_key(message["id"])
             if is_auth_method(method):
-                self._asked[direction].add(key)
+                self._asked["in" if direction == "in" else "out"].add(key)
                 self.pending = True
             elif method is None:
                 asked = self._asked["out" if direction == "in" else "in"]
@@ -148,7 +155,7 @@ def redact_message(message: Any) -> Any:
     """A copy of a JSON-RPC message (or batch) with secrets replaced (an answer to an
     authentication request is known by its id only: ``Redactor`` remembers those)."""
     if isinstance(message, list):
-        return [redact_message(item) for item in message]
+        return [redact_message(m) if isinstance(m, dict) else redact_value(m) for m in message]
     if not isinstance(message, dict):
         return redact_value(message)
     out = redact_value(message)
@@ -173,27 +180,31 @@ def _auth_answer(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: Any, _depth: int = 0) -> Any:
     """``value`` with secret-named keys, environments, headers, command lines and the secrets in
-    its text replaced (see the module docstring)."""
+    its text replaced (see the module docstring). What is nested deeper than ``MAX_DEPTH`` is
+    replaced whole: no walk recurses without bound."""
     if isinstance(value, str):
         return redact_text(value)
+    if isinstance(value, (dict, list)) and _depth >= MAX_DEPTH:
+        return REDACTED
+    depth = _depth + 1
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
-                out[key] = redact_value(item)
+                out[key] = redact_value(item, depth)
             elif _SECRET_NAME.search(key):
-                out[key] = _scrub(key, item)
+                out[key] = _scrub(key, item, depth)
             elif key in ("env", "environment", "headers"):
                 out[key] = _names_only(item)
             elif key in ("args", "argv", "agent", "command", "cmd") and isinstance(item, list):
-                out[key] = redact_argv(item)
+                out[key] = redact_argv(item, depth)
             else:
-                out[key] = redact_value(item)
+                out[key] = redact_value(item, depth)
         return out
     if isinstance(value, list):
-        return [redact_value(item) for item in value]
+        return [redact_value(item, depth) for item in value]
     return value
 
 
@@ -235,17 +246,19 @@ def _userinfo(match: re.Match[str]) -> str:
     return f"{scheme}{user}:{REDACTED}@"
 
 
-def _scrub(key: str, value: Any) -> Any:
+def _scrub(key: str, value: Any, depth: int) -> Any:
     """The value of a secret-named key: every string goes; booleans and null stay (``auth:
     {terminal: false}``), and numbers under a ``...token...`` key (``inputTokens: 120``)."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
         return value if "token" in key.lower() else REDACTED
+    if depth >= MAX_DEPTH:
+        return REDACTED
     if isinstance(value, dict):
-        return {k: _scrub(k if isinstance(k, str) else key, v) for k, v in value.items()}
+        return {k: _scrub(k if isinstance(k, str) else key, v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_scrub(key, item) for item in value]
+        return [_scrub(key, item, depth + 1) for item in value]
     return REDACTED
 
 
@@ -253,7 +266,14 @@ def _names_only(value: Any) -> Any:
     """An environment or a header list: the names stay, every value goes."""
     if isinstance(value, list):
         return [
-            {**{k: redact_value(v) for k, v in item.items() if k == "name"}, "value": REDACTED}
+            {
+                **{
+                    k: redact_text(v) if isinstance(v, str) else REDACTED
+                    for k, v in item.items()
+                    if k == "name"
+                },
+                "value": REDACTED,
+            }
             if isinstance(item, dict)
             else _name_of(item)
             if isinstance(item, str)
@@ -278,7 +298,7 @@ def _name_of(item: str) -> str:
 _WORD_NAME = re.compile(r"-{0,2}[A-Za-z_][\w.-]*")
 
 
-def redact_argv(argv: Sequence[Any]) -> list[Any]:
+def redact_argv(argv: Sequence[Any], _depth: int = 0) -> list[Any]:
     """A command line with the values of secret-named options and ``NAME=value`` words replaced
     (and the text rules applied to every other word)."""
     out: list[Any] = []
@@ -289,7 +309,7 @@ def redact_argv(argv: Sequence[Any]) -> list[Any]:
             hide_next = False
             continue
         if not isinstance(word, str):
-            out.append(redact_value(word))
+            out.append(redact_value(word, _depth))
             continue
         name, eq, _value = word.partition("=")
         if eq and _WORD_NAME.fullmatch(name) and _SECRET_NAME.search(name):
