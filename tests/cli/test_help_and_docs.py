@@ -83,7 +83,7 @@ def test_no_doc_tells_to_install_from_an_index() -> None:
     """The package is on no package index: ``pip install 'acp-driver[remote]'`` cannot work."""
     texts = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     # (The CLI's hint names the index form in its docstring, as what would fail.)
-    hint = ROOT / "src" / "acp_driver" / "cli" / "_remote_options.py"
+    hint = ROOT / "src" / "acp_driver" / "_install.py"
     texts += [p for p in sorted((ROOT / "src" / "acp_driver").rglob("*.py")) if p != hint]
     wrong = re.compile(r"pip install\s+'?acp-driver\[")
     found = [f"{p.relative_to(ROOT)}: {m.group()}" for p in texts for m in wrong.finditer(p.read_text())]

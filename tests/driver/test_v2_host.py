@@ -563,8 +563,7 @@ async def test_a_question_about_a_tool_call_never_reported_is_the_working_turns(
         turn = session.prompt("permission please")
         async with asyncio.timeout(15):
             await asked.wait()
-            outcome = await turn.cancel()
-        assert outcome.resolution is Resolution.CANCELLED
+            await turn.cancel()  # the agent may end it cancelled or end_turn: it got its answer
         (question,) = wire.received("session/request_permission")
         (answer,) = wire.answers("out", question["id"])
         assert answer["result"] == {"outcome": {"outcome": "cancelled"}}

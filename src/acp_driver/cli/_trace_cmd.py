@@ -18,7 +18,7 @@ examples:
   acp-driver run --trace turn.ndjson "/stream 50 100"     record a turn (Ctrl-C cancels it)
   acp-driver trace turn.ndjson                            the summary
   acp-driver trace turn.ndjson --html turn.html           and the timeline page
-  acp-driver trace turn.ndjson --chrome turn.json         for Perfetto (ui.perfetto.dev) or chrome://tracing
+  acp-driver trace turn.ndjson --chrome turn.json         for Perfetto or chrome://tracing
 
 The file is NDJSON, one event a line: first a header (kind "trace", v: the schema version, role,
 the agent's command), then per line an id, t (seconds since the start) and a kind: wire (a

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
+from .._install import install_extra
 from ..aio import connect_read_pipe, connect_write_pipe
 from ..core import LadderPolicy, LineFramer, OversizedLine, encode_relayed, parse_json
 from ..net import is_url
@@ -153,9 +154,7 @@ class Proxy:
                     self.command[0], max_message_bytes=self.settings.max_message_bytes
                 )
             except ImportError as exc:
-                logger.error(
-                    "a remote agent needs the remote extra (pip install 'acp-driver[remote]'): %s", exc
-                )
+                logger.error("a remote agent needs the remote extra (%s): %s", install_extra("remote"), exc)
                 return False
             except (OSError, ValueError) as exc:  # TimeoutError is an OSError
                 logger.error("cannot connect to the agent at %s: %s", self.command[0], exc)
