@@ -19,14 +19,17 @@ an idle ``state_update``; a prompt sent while the agent works is *held*, inserte
 order. Each prompt's life is a row of ``V2_TRANSITIONS``::
 
               sent
-               │                      withdraw (the host cancels it while work runs ahead)
-               ▼            ┌───────────────────────────────────────────┐
-             HELD ──────────┤ cancel of another turn     ┌──► WITHDRAWING ─ -32800 ─► (refused: withdrawn)
-               │            └──────► COLLATERAL          │        │  │
-      inserted │                  │ -32800 ─► RESEND ─► HELD      │  └ gave up (budget) ─► ABANDONED
-  (answer or   │                  │ inserted ─► LIVE       inserted: CANCEL_SPAN   inserted: CANCEL_SPAN,
-  user_message)▼                                                  ▼              never live
-             LIVE ───── cancel ────────────────────────────► CANCELLING
+               │                         withdraw (the host cancels it while work runs ahead)
+               ▼            ┌─────────────────────────────────► WITHDRAWING ── -32800 ──► (refused: withdrawn)
+             HELD ──────────┤ cancel of a turn it follows         │      │
+               │            │ (its session/cancel refuses it):    │      └─ gave up (budget) ─► ABANDONED
+               │            └─────────────────────────► the same  │                              │ inserted:
+               │   the span of a withdrawn prompt inserted anyway │ inserted: CANCEL_SPAN        │ CANCEL_SPAN,
+               │   is cancelled: the prompts held behind it ──►   │                              │ never live
+               │   COLLATERAL (-32800 ─► RESEND ─► HELD;          │
+      inserted │   inserted ─► LIVE)                              │
+  (answer or   ▼                                                  ▼
+  user_message) LIVE ───────────── cancel ────────────────► CANCELLING
                │ idle after its work                              │ next idle
                ▼                                                  ▼
             (ENDED, stop reason)                           (ENDED, stop reason or none)
@@ -66,7 +69,6 @@ K = TypeVar("K", bound=Hashable)
 _UNSEEN: Any = object()
 """An entity id not seen before (None in the table: seen, of a turn that ended)."""
 
-BUSY_STATES = frozenset({"running", "requires_action"})
 _MESSAGE_UPDATES = frozenset(
     {
         "user_message",
