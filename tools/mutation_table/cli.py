@@ -388,4 +388,20 @@ MUTATIONS = [
         '_REPLACED = {code: "\\ufffd" for code in range(0x80, 0xA0)}\n',
         ("tests/cli/test_agent_text.py::test_bidi_overrides_from_the_agent_never_reorder_the_terminal",),
     ),
+    Mutation(
+        "turn-timeout-on-the-agents-clock",
+        "--turn-timeout runs on the agent's clock (the ladder's), not the loop's",
+        "cli/_controller.py",
+        "            self._timer = clock.call_at(clock.now() + timeout, self._timeout)\n",
+        "            self._timer = self._loop.call_later(timeout, self._timeout)\n",
+        ("tests/cli/test_turn_timeout_clock.py",),
+    ),
+    Mutation(
+        "ladder-steps-reported-on-the-agents-clock",
+        "the ladder steps a command reports are timed on the agent's clock (the one the ladder runs on)",
+        "cli/_controller.py",
+        "        self.say(self.output.ladder_step, rung, turn.agent.clock.now() - self._cancel_started)\n",
+        "        self.say(self.output.ladder_step, rung, asyncio.get_running_loop().time() - self._cancel_started)\n",
+        ("tests/cli/test_turn_timeout_clock.py",),
+    ),
 ]

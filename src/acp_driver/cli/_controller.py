@@ -7,10 +7,10 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
+from ..aio import Timer
 from ..core import Rung
 from ..driver import AgentHandle, PromptTurn
 from ._codes import EXIT_ERROR
@@ -71,7 +71,7 @@ class Controller:
         self._cancel_started = 0.0
         self._stops = 0
         self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._routed: Routed | None = None
         self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
         """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
@@ -107,8 +107,9 @@ class Controller:
         self._cancel_task = None
         self.phase = "turn"
         self.turn_timeout = timeout
-        if timeout is not None:
-            self._timer = self._loop.call_later(timeout, self._timeout)
+        if timeout is not None:  # on the agent's clock, as the ladder it starts
+            clock = turn.agent.clock
+            self._timer = clock.call_at(clock.now() + timeout, self._timeout)
 
     def clear_timer(self) -> None:
         if self._timer is not None:
@@ -124,12 +125,12 @@ class Controller:
     def _cancel(self, reason: str) -> None:
         assert self.turn is not None
         self.reason = reason
-        self._cancel_started = time.monotonic()
+        self._cancel_started = self.turn.agent.clock.now()
         self.say(self.output.cancelling, reason)
         self._cancel_task = self._loop.create_task(self.turn.cancel())
 
     def on_step(self, turn: PromptTurn, rung: Rung) -> None:
-        self.say(self.output.ladder_step, rung, time.monotonic() - self._cancel_started)
+        self.say(self.output.ladder_step, rung, turn.agent.clock.now() - self._cancel_started)
 
     async def finish(self) -> None:
         self.clear_timer()
