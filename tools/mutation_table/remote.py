@@ -398,4 +398,12 @@ MUTATIONS = [
         "                async with timeout_on(None, grace):\n",
         ("tests/remote/test_connect_close_grace.py",),
     ),
+    Mutation(
+        "serve-agent-exit-wait-on-the-clock",
+        "serve: an agent whose output ended is waited for (to name its exit) on the server's clock",
+        "remote/_served.py",
+        "            async with timeout_on(self.clock, TERM_GRACE):  # its exit is near: name it\n",
+        "            async with timeout_on(None, TERM_GRACE):\n",
+        ("tests/remote/test_serve_fake_time.py::test_an_agent_whose_output_ended_is_waited_for_on_the_clock_then_its_connection_ends",),
+    ),
 ]
