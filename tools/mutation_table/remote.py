@@ -364,7 +364,10 @@ MUTATIONS = [
         "core/_connection_end.py",
         "    Rung.TERMINATE: (Action.CLOSE_INPUT, Action.TERMINATE),\n",
         "    Rung.TERMINATE: (Action.TERMINATE,),\n",
-        ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
+        (
+            "tests/core/test_connection_end.py",
+            "tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",
+        ),
     ),
     Mutation(
         "serve-sigterm-after-the-input-is-closed",
