@@ -370,14 +370,6 @@ MUTATIONS = [
         ),
     ),
     Mutation(
-        "serve-sigterm-after-the-input-is-closed",
-        "serve: SIGTERM waits until the agent's stdin is really closed (asyncio closes a pipe a loop turn later)",
-        "remote/_relay.py",
-        "        self._stdin_protocol.when_lost(self.process.terminate)\n",
-        "        self.process.terminate()\n",
-        ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
-    ),
-    Mutation(
         "serve-too-deep-to-relay",
         "serve: a client message nested too deep to encode again for the agent ends the connection with a reason (1007), never an exception in the read loop",
         "remote/_served.py",
