@@ -6,13 +6,13 @@ process that needs one layer does not pay for the others at start-up.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
-from ._lazy import lazy_exports
+from ._lazy import lazy_exports as _lazy_exports
 
 __version__ = "0.1.0"
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         ".aio": ("Connection", "RequestContext", "current_request"),
@@ -30,7 +30,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     defined=("__version__",),
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .aio import Connection as Connection
     from .aio import RequestContext as RequestContext
     from .aio import current_request as current_request

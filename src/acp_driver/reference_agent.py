@@ -97,8 +97,8 @@ class ReferenceAgent(Agent):
     async def new_session(self, session: Session) -> dict[str, Any] | None:
         session.state["turns"] = 0
         session.state["history"] = []
-        if session.runtime.protocol_version != 1:
-            return None  # v2 has no session modes
+        if session.runtime.profile.modes_are_options:
+            return None  # no session modes in this version (v2: a "mode" config option)
         return {
             "modes": {
                 "currentModeId": "default",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -36,6 +37,9 @@ class V2Client(Client):
             "initialize", {"protocolVersion": 2, "info": {"name": "t", "version": "0"}, "capabilities": {}}
         )
         assert answer["protocolVersion"] == 2
+
+    def new_session_params(self) -> dict[str, Any]:
+        return {"cwd": os.getcwd()}  # all v2 requires (no mcpServers)
 
     def seen(self) -> list[Message]:
         """Everything the agent wrote, in order."""
@@ -150,6 +154,75 @@ async def test_an_agent_restricted_to_v1_answers_1_to_a_v2_client(spawned: V2Cli
     assert "agentInfo" in result
 
 
+V2_BAD_PARAMS = [
+    ("session/new", {}, 'missing required member "cwd"'),
+    (
+        "session/prompt",
+        {"sessionId": "SID", "prompt": [{"type": "text", "text": 5}]},
+        '"text" must be a string',
+    ),
+    ("session/prompt", {"sessionId": "SID", "prompt": [{"type": "image", "data": "x"}]}, '"mimeType"'),
+    ("session/prompt", {"sessionId": "SID", "prompt": [{"type": "resource", "resource": "x"}]}, "an object"),
+    ("tool_call/cancel", {"sessionId": "SID"}, 'missing required member "toolCallId"'),
+    ("initialize", {"protocolVersion": 2}, 'missing required member "info"'),
+]
+
+
+@pytest.mark.parametrize(("method", "params", "reason"), V2_BAD_PARAMS)
+async def test_v2_params_are_checked_against_v2s_schema(
+    agent: V2Client, method: str, params: dict[str, Any], reason: str
+) -> None:
+    if params.get("sessionId") == "SID":
+        params = {**params, "sessionId": agent.session_id}
+    with pytest.raises(RpcError) as info:
+        await agent.conn.request(method, params)
+    assert (info.value.code, reason in info.value.message) == (-32602, True), info.value.message
+    assert agent.updates() == []  # nothing ran
+    turn = agent.prompt("still here")
+    assert "messageId" in (await agent.answer(turn))["result"]
+    assert [i["stopReason"] for i in await agent.idle(1)] == ["end_turn"]
+
+
+@pytest.mark.parametrize(
+    ("block", "taken"),
+    [
+        ({"type": "text", "text": "hi"}, True),
+        ({"type": "resource_link", "uri": "file:///x", "name": "x"}, True),  # baseline
+        ({"type": "resource", "resource": {"uri": "file:///x", "text": "hi"}}, True),  # embeddedContext
+        ({"type": "image", "data": "AA==", "mimeType": "image/png"}, False),  # not advertised
+        ({"type": "audio", "data": "AA==", "mimeType": "audio/wav"}, False),
+        ({"type": "_vendor/thing", "x": 1}, False),
+        ({"type": "future"}, False),
+    ],
+)
+async def test_a_block_type_the_agent_does_not_take_is_invalid_params(
+    agent: V2Client, block: dict[str, Any], taken: bool
+) -> None:
+    # v2 (ContentBlock): "Agents MUST reject a session/prompt request with a content block type
+    # they do not support with -32602". The reference agent takes embeddedContext only.
+    turn = agent.conn.request_nowait(
+        "session/prompt", {"sessionId": agent.session_id, "prompt": [{"type": "text", "text": "x"}, block]}
+    )
+    answer = await agent.answer(turn)
+    if taken:
+        assert "messageId" in answer["result"]
+        assert [i["stopReason"] for i in await agent.idle(1)] == ["end_turn"]
+    else:
+        assert answer["error"]["code"] == -32602
+        assert f"prompt[1] is a {block['type']!r} block" in answer["error"]["message"]
+        assert agent.updates() == []  # neither inserted nor held
+
+
+async def test_a_v2_session_needs_only_a_cwd(agent: V2Client) -> None:
+    # v1's table applied to v2 refused this (missing "mcpServers"): v2 requires only cwd.
+    opened = await agent.conn.request("session/new", {"cwd": os.getcwd()})
+    assert set(opened) >= {"sessionId"}
+    resumed = await agent.conn.request(
+        "session/resume", {"sessionId": opened["sessionId"], "cwd": os.getcwd()}
+    )
+    assert isinstance(resumed, dict)
+
+
 async def test_a_prompt_is_answered_at_insertion_and_its_span_ends_with_one_idle(agent: V2Client) -> None:
     turn = agent.prompt("/stream 3 5")
     message_id = (await agent.answer(turn))["result"]["messageId"]
@@ -234,6 +307,28 @@ async def test_a_permission_makes_the_state_requires_action_and_a_cancel_withdra
     (idle,) = await agent.idle(1)
     assert idle["stopReason"] == "cancelled"
     assert agent.index(is_withdrawal) < agent.index(is_update("state_update", state="idle"))
+
+
+async def test_running_is_reported_again_once_a_permission_is_answered(agent: V2Client) -> None:
+    answered: list[Any] = []
+
+    async def allow(params: Any) -> Any:
+        answered.append(params)
+        return {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+    agent.conn.on_request("session/request_permission", allow)
+    agent.prompt("/permission")
+    (idle,) = await agent.idle(1)
+    assert idle["stopReason"] == "end_turn"
+    assert len(answered) == 1
+    states = [(u["state"], u.get("stopReason")) for u in agent.updates("state_update")]
+    assert states == [("running", None), ("requires_action", None), ("running", None), ("idle", "end_turn")]
+    # running again before the work that followed the answer (the tool call's completion)
+    completed = agent.index(is_update("tool_call_update", status="completed"))
+    running_again = [i for i, m in enumerate(agent.seen()) if is_update("state_update", state="running")(m)][
+        1
+    ]
+    assert running_again < completed
 
 
 async def test_close_sends_the_idle_cancelled_before_its_answer_and_nothing_after(agent: V2Client) -> None:

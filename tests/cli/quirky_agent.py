@@ -33,12 +33,21 @@ audit's verdict on it can be tested against a real process over real pipes.
     --name NAME             the agentInfo name it reports
     --refuse-v2             an initialize asking another version than 1 is answered -32022
                             naming 1 as the only version spoken (as the v2 schema says)
+    --echo-version          initialize is answered with the client's own protocolVersion (as
+                            many v1 agents do), in v1's field names; it still speaks v1
     --message-id ID         every message chunk carries messageId ID (the same in every turn)
     --close-stdout          a prompt makes it close its stdout and keep running (until SIGTERM)
     --fail-after N          with --pidfile: exit at once (status 3) if N pids are in it already
     --slow-answer METHOD MS the answer to every METHOD request (initialize, session/new) comes MS
                             late, the agent reading nothing meanwhile (a slow start: a runtime
                             warming up, npx fetching the agent); repeatable
+    --resume-loses-turn     advertise loadSession; session/load of a session whose turn runs
+                            forgets the turn, so a later session/cancel misses it (codex-acp#186)
+    --late-stop-reason      a cancelled turn is answered cancelled at once, but its late
+                            end_turn answers the session's next prompt at once, whose own work
+                            comes after that answer (claude-agent-acp#551)
+    --work-after-cancel     a cancelled turn's work goes on after its answer: a tool call, its
+                            completion and an fs/write_text_file request (Lody#196)
     --log PATH              append every message received (one JSON per line)
     --pidfile PATH          append this process's pid
 """
@@ -89,6 +98,7 @@ class Agent:
         self.terminal = False
         self.poisoned: set[str] = set()
         self.slow = {method: int(ms) for method, ms in opts.slow_answer}
+        self.owed: set[str] = set()  # sessions whose cancelled turn's late end_turn is pending
 
     def handle(self, msg: dict[str, Any]) -> None:
         method = msg.get("method")
@@ -121,8 +131,8 @@ class Agent:
                 {
                     "id": rid,
                     "result": {
-                        "protocolVersion": 1,
-                        "agentCapabilities": {},
+                        "protocolVersion": params.get("protocolVersion") if self.opts.echo_version else 1,
+                        "agentCapabilities": {"loadSession": True} if self.opts.resume_loses_turn else {},
                         "authMethods": methods,
                         "agentInfo": {"name": self.opts.name, "version": "1"},
                     },
@@ -142,6 +152,9 @@ class Agent:
             self.modes[sid] = "default"
             send({"id": rid, "result": {"sessionId": sid}})
             update(sid, {"sessionUpdate": "available_commands_update", "availableCommands": []})
+        elif method == "session/load":
+            self.turns.pop(params.get("sessionId", ""), None)  # --resume-loses-turn: the turn is lost
+            send({"id": rid, "result": {}})
         elif method == "session/set_mode":
             self.modes[params["sessionId"]] = params["modeId"]
             send({"id": rid, "result": {}})
@@ -154,6 +167,10 @@ class Agent:
                     os.close(1)
                 time.sleep(3600)
             sid = params["sessionId"]
+            if sid in self.owed:  # the cancelled turn's late stop reason answers this prompt
+                self.owed.discard(sid)
+                send({"id": rid, "result": {"stopReason": "end_turn"}})
+                rid = None
             cancelled = threading.Event()
             self.turns[sid] = (rid, cancelled)
             text = " ".join(b.get("text", "") for b in params.get("prompt", []))
@@ -226,7 +243,16 @@ class Agent:
                 sys.stdout.write(json.dumps(answer) + "\n" + json.dumps(late) + "\n")
                 sys.stdout.flush()
             return
-        send({"id": rid, "result": {"stopReason": stop}})
+        if rid is not None:
+            send({"id": rid, "result": {"stopReason": stop}})
+        if stop == "cancelled" and self.opts.late_stop_reason:
+            self.owed.add(sid)
+        if stop == "cancelled" and self.opts.work_after_cancel:
+            call = {"toolCallId": "late-1", "title": "Write y.txt", "kind": "edit", "status": "in_progress"}
+            update(sid, {"sessionUpdate": "tool_call", **call})
+            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "late-1", "status": "completed"})
+            params = {"sessionId": sid, "path": "/tmp/never-written-y.txt", "content": "y"}
+            send({"id": 9999, "method": "fs/write_text_file", "params": params})
 
     def permission_turn(self, sid: str, cancelled: threading.Event) -> str:
         call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
@@ -285,6 +311,7 @@ def main() -> None:
     parser.add_argument("--auth", default=None)
     parser.add_argument("--name", default="quirky-agent")
     parser.add_argument("--refuse-v2", action="store_true")
+    parser.add_argument("--echo-version", action="store_true")
     parser.add_argument("--in-flight", action="store_true")
     parser.add_argument("--refuse-cancel", type=int, default=None)
     parser.add_argument("--stall", action="store_true")
@@ -297,6 +324,9 @@ def main() -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--pidfile", default=None)
     parser.add_argument("--fail-after", type=int, default=None)
+    parser.add_argument("--resume-loses-turn", action="store_true")
+    parser.add_argument("--late-stop-reason", action="store_true")
+    parser.add_argument("--work-after-cancel", action="store_true")
     parser.add_argument("--slow-answer", nargs=2, action="append", default=[], metavar=("METHOD", "MS"))
     opts = parser.parse_args()
     global MESSAGE_ID

@@ -20,6 +20,9 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
                              session/set_config_option (a value of type "id", as the schema says;
                              another value is refused -32602)
     --no-message-id          a prompt is answered {} (no messageId)
+    --unreported-tool-call   a permission question is about a tool call never reported in an update
+    --reuse-reply-id         every reply's chunks carry the same messageId "reply" (as
+                             claude-agent-acp does behind a model server with fixed ids)
     --no-user-message        no user_message for an inserted prompt
     --no-running             no running state_update when the work starts
     --late-update            a cancelled work sends one more chunk after its idle
@@ -44,6 +47,13 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
     --snapshot-before-replay session/resume sends the snapshot before the replay
     --idle-snapshot          the resume snapshot says idle, even while work runs
     --unknown-method-code N  an unknown method is answered with error N (not -32601)
+    --resume-loses-work      session/resume of a session whose work runs starts it afresh: the
+                             running work is forgotten, so a later session/cancel misses it
+                             (codex-acp#186)
+    --late-stop-reason       a cancelled work's late idle end_turn comes when the next prompt
+                             arrives, before that prompt's own span (claude-agent-acp#551)
+    --work-after-cancel      a cancelled work goes on after its idle: a tool call and its
+                             completion, and an fs/write_text_file request (Lody#196)
 """
 
 from __future__ import annotations
@@ -90,6 +100,7 @@ class Session:
         self.history: list[dict[str, Any]] = []
         self.cancelling = False
         self.closed = False
+        self.owed = False
         self.mode = "default"
         self.idle = threading.Condition(lock=threading.Lock())
 
@@ -197,6 +208,9 @@ class Agent:
 
     def run(self, session: Session, work: Work) -> None:
         sid = session.id
+        if session.owed:  # --late-stop-reason: the cancelled work's late end
+            session.owed = False
+            update(sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
         mid = f"u{next(ids)}"
         user = {
             "sessionUpdate": "user_message",
@@ -211,7 +225,7 @@ class Agent:
         answer = {"id": work.rid, "result": {} if self.opts.no_message_id else {"messageId": mid}}
         if not (self.opts.answer_at_end or self.opts.answer_at_cancel):
             send(answer)
-        reply = f"a{next(ids)}"
+        reply = "reply" if self.opts.reuse_reply_id else f"a{next(ids)}"
         asks = self.opts.ask_mode is None or session.mode == self.opts.ask_mode
         if "permission" in work.text and asks:
             stop = self.permission(session, work)
@@ -234,6 +248,14 @@ class Agent:
             send(answer)
         if stop == "cancelled" and self.opts.late_update:
             self.chunk(sid, reply, "late")
+        if stop == "cancelled" and self.opts.late_stop_reason:
+            session.owed = True
+        if stop == "cancelled" and self.opts.work_after_cancel:
+            call = {"toolCallId": "late-1", "title": "Write y.txt", "kind": "edit", "status": "in_progress"}
+            update(sid, {"sessionUpdate": "tool_call", **call})
+            update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "late-1", "status": "completed"})
+            params = {"sessionId": sid, "path": "/tmp/never-written-y.txt", "content": "y"}
+            send({"id": f"late-{next(ids)}", "method": "fs/write_text_file", "params": params})
         self.finish(session, work)
 
     def stream(self, sid: str, reply: str, work: Work, count: int, delay: float) -> str:
@@ -275,7 +297,10 @@ class Agent:
     def permission(self, session: Session, work: Work) -> str:
         sid = session.id
         call = {"toolCallId": "t1", "title": "Write x.txt", "kind": "edit", "status": "pending"}
-        update(sid, {"sessionUpdate": "tool_call_update", **call})
+        if self.opts.unreported_tool_call:
+            call["toolCallId"] = "never-reported"
+        else:
+            update(sid, {"sessionUpdate": "tool_call_update", **call})
         if not self.opts.no_requires_action:
             update(sid, {"sessionUpdate": "state_update", "state": "requires_action"})
         pid = 1000 + next(ids)
@@ -372,6 +397,10 @@ class Agent:
     def resume(self, rid: Any, params: dict[str, Any]) -> None:
         session = self.sessions[params["sessionId"]]
         state = "running" if session.works and not self.opts.idle_snapshot else "idle"
+        if self.opts.resume_loses_work:  # a fresh session object: the running work is forgotten
+            fresh = Session(session.id)
+            fresh.history = session.history
+            self.sessions[session.id] = session = fresh
         snapshot = {"sessionUpdate": "state_update", "state": state}
         replay = params.get("replayFrom") == {"type": "start"}
         if self.opts.snapshot_before_replay:
@@ -410,6 +439,11 @@ def main() -> None:
         "--snapshot-after-answer",
         "--snapshot-before-replay",
         "--idle-snapshot",
+        "--reuse-reply-id",
+        "--unreported-tool-call",
+        "--resume-loses-work",
+        "--late-stop-reason",
+        "--work-after-cancel",
     ):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--unknown-method-code", type=int, default=-32601)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,22 +170,31 @@ def test_auth_and_mode_set_up_each_probe_in_a_throwaway_dir(tmp_path: Path) -> N
     assert "Authentication required" in doc["error"]
 
     code, doc = check("--auth", "login", "--permission-prompt", "permission", agent=agent)
-    assert rule(doc, PERMISSION_RULE)["result"] == "skip"  # the default mode never asks
-    assert code == 6
-    assert doc["hint"].endswith(
-        "a --permission-prompt that makes it ask permission (or a --mode that asks, or --terminal)"
+    # The default mode never asks: the permission rules do not apply (said so), and the agent passes.
+    found = rule(doc, PERMISSION_RULE)
+    assert found["result"] == "n/a", found
+    assert found["evidence"].startswith("not applicable: the agent never asked for permission")
+    assert (
+        "pass a --permission-prompt that makes it ask (or a --mode that asks, or --terminal)"
+        in found["evidence"]
     )
+    assert code == 0, doc
+    assert "hint" not in doc
 
     log.unlink()
     code, doc = check(
-        "--auth", "login", "--mode", "ask", "--permission-prompt", "permission", agent=agent, cwd=tmp_path
+        "--jobs",  # one check at a time: the log is one file for every agent
+        "1",
+        *("--auth", "login", "--mode", "ask", "--permission-prompt", "permission"),
+        agent=agent,
+        cwd=tmp_path,
     )
     assert rule(doc, PERMISSION_RULE)["result"] == "pass", doc
     assert code == 0, doc
     methods = [m.get("method") for m in logged(log) if m.get("method") is not None]
-    assert methods.count("initialize") == 7  # one fresh agent per check
-    assert methods.count("authenticate") == 7
-    assert methods.count("session/set_mode") >= 7
+    assert methods.count("initialize") == 9  # one fresh agent per check
+    assert methods.count("authenticate") == 9
+    assert methods.count("session/set_mode") >= 8  # not for a rule that does not apply (no loadSession)
     for i, method in enumerate(methods):
         if method == "authenticate":
             assert methods[i - 1] == "initialize"
@@ -238,6 +248,8 @@ def test_ctrl_c_prints_no_traceback_and_reaps_every_probe(tmp_path: Path) -> Non
     assert proc.returncode == 130, out + err
     assert "Traceback" not in err
     assert "interrupted" in err
+    # The rules decided so far are reported (the ones of the checks that ended before the signal).
+    assert re.search(r"^interrupted: \d+ of 12 rules decided, \d+ not", out, re.MULTILINE), out
     for pid in pids.read_text().split():
         assert group_gone(int(pid))
 

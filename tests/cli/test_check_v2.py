@@ -24,7 +24,8 @@ USER_MESSAGE_RULE = "a user_message with the prompt's messageId"
 RUNNING_RULE = "running reported when the work starts"
 CANCEL_RULE = "session/cancel ends the work with idle stopReason cancelled"
 AFTER_RULE = "no update of the cancelled work after its idle"
-HELD_RULE = "a prompt sent while work runs is held, then inserted in order"
+HELD_RULE = "a prompt sent while work runs is held (not answered) until the work ends"
+HELD_ORDER_RULE = "held prompts are inserted in the order sent"
 WITHDRAW_HELD_RULE = "$/cancel_request on a held prompt answered -32800, the running work untouched"
 CANCEL_HELD_RULE = "session/cancel answers every held prompt -32800"
 LATER_PROMPT_RULE = "session/cancel never touches a prompt sent after it"
@@ -41,6 +42,10 @@ CLOSE_AFTER_RULE = "nothing of the session after the session/close answer"
 CLOSE_UNKNOWN_RULE = "session/close of an unknown session succeeds ({} or -32002)"
 RESUME_RULE = "session/resume sends a state snapshot after its replay, before its answer"
 RESUME_RUNNING_RULE = "a resume snapshot while work runs says so (a snapshot is never a completion)"
+RESUMED_CANCEL_RULE = (
+    "session/cancel after session/resume of the live session ends its work with idle cancelled"
+)
+SECOND_STOP_RULE = "one idle per span: a cancelled work's late stop reason never ends the next prompt"
 MALFORMED_RULE = "a malformed line does not kill the agent"
 EOF_RULE = "exits after stdin EOF"
 V2_RULES = [
@@ -50,6 +55,7 @@ V2_RULES = [
     CANCEL_RULE,
     AFTER_RULE,
     HELD_RULE,
+    HELD_ORDER_RULE,
     WITHDRAW_HELD_RULE,
     CANCEL_HELD_RULE,
     LATER_PROMPT_RULE,
@@ -64,6 +70,8 @@ V2_RULES = [
     CLOSE_UNKNOWN_RULE,
     RESUME_RULE,
     RESUME_RUNNING_RULE,
+    RESUMED_CANCEL_RULE,
+    SECOND_STOP_RULE,
     MALFORMED_RULE,
     EOF_RULE,
 ]
@@ -92,7 +100,8 @@ def test_auto_audits_the_reference_agent_by_the_v2_rules_and_says_so() -> None:
     assert found[CANCEL_RULE]["evidence"].split(" ms after session/cancel")[0].split()[-1]  # a latency
     assert "answered -32800" in found[WITHDRAW_HELD_RULE]["evidence"]
     assert "2 held prompt(s) answered -32800" in found[CANCEL_HELD_RULE]["evidence"]
-    assert "inserted in the order sent" in found[HELD_RULE]["evidence"]
+    assert "were held until its idle" in found[HELD_RULE]["evidence"]
+    assert "inserted in the order sent" in found[HELD_ORDER_RULE]["evidence"]
 
 
 def test_the_quirky_v2_agent_is_polite_by_default() -> None:
@@ -125,11 +134,12 @@ def test_acp_driver_protocol_sets_the_default(monkeypatch: pytest.MonkeyPatch) -
     [
         pytest.param(QUIRKY, id="answers-1"),
         pytest.param([*QUIRKY, "--refuse-v2"], id="refuses-2-with-32022"),
+        pytest.param([*QUIRKY, "--echo-version"], id="echoes-2-in-v1s-shape"),
     ],
 )
 def test_auto_audits_a_v1_agent_by_the_v1_rules(agent: list[str]) -> None:
-    """A v1 agent answers 1 to a request for 2 (it reads v1's field names), or refuses 2 with
-    -32022 naming 1: audited with the v1 rules, on every fresh agent."""
+    """A v1 agent answers 1 to a request for 2 (it reads v1's field names), refuses 2 with
+    -32022 naming 1, or echoes 2 in v1's shape: audited with the v1 rules, on every fresh agent."""
     code, doc = check("--protocol", "auto", agent=agent)
     assert doc["protocolVersion"] == 1, doc
     found = by_rule(doc)
@@ -142,7 +152,7 @@ def test_auto_audits_a_v1_agent_by_the_v1_rules(agent: list[str]) -> None:
 @pytest.mark.parametrize(
     ("protocol", "agent", "said"),
     [
-        ("2", QUIRKY, "the agent answered protocolVersion 1; the audit asked for 2"),
+        ("2", QUIRKY, "agent speaks ACP protocol version 1; acp-driver asked for 2 (--protocol)"),
         ("1", QUIRKY_V2, "initialize: Unsupported protocol version"),
     ],
 )
@@ -169,7 +179,7 @@ def test_v2_setup_uses_v2_methods() -> None:
     assert "session/set_config_option mode='plan'" in doc["error"]
     asking = [*QUIRKY_V2, "--ask-mode", "ask"]
     code, doc = check("--protocol", "2", agent=asking)
-    assert by_rule(doc)[PERMISSION_RULE]["result"] == "skip"  # its default mode never asks
+    assert by_rule(doc)[PERMISSION_RULE]["result"] == "n/a"  # its default mode never asks
     code, doc = check("--protocol", "2", "--mode", "ask", agent=asking)
     assert by_rule(doc)[PERMISSION_RULE]["result"] == "pass", doc
     assert code == 0
@@ -242,7 +252,7 @@ MISBEHAVIOURS = [
     ),
     pytest.param(
         [*QUIRKY_V2, "--lifo"],
-        {HELD_RULE: ("fail", "inserted out of order"), CANCEL_HELD_RULE: ("pass", "")},
+        {HELD_ORDER_RULE: ("fail", "inserted out of order"), CANCEL_HELD_RULE: ("pass", "")},
         id="lifo",
     ),
     pytest.param(
@@ -289,6 +299,37 @@ MISBEHAVIOURS = [
         id="proceeds-close-first-idle-snapshot",
     ),
     pytest.param(
+        [*QUIRKY_V2, "--resume-loses-work"],
+        {
+            RESUMED_CANCEL_RULE: (
+                "fail",
+                "sent after session/resume of the live session (answered): the cancel",
+            ),
+            CANCEL_RULE: ("pass", "idle stopReason 'cancelled'"),
+        },
+        id="resume-loses-work",
+    ),
+    pytest.param(
+        [*QUIRKY_V2, "--late-stop-reason"],
+        {
+            SECOND_STOP_RULE: ("fail", "a second idle stopReason 'end_turn'"),
+            CANCEL_RULE: ("pass", "idle stopReason 'cancelled'"),
+        },
+        id="late-stop-reason",
+    ),
+    pytest.param(
+        [*QUIRKY_V2, "--work-after-cancel"],
+        {
+            AFTER_RULE: (
+                "fail",
+                "cancel not confirmed: the work went on after its idle 'cancelled': 1 update(s) of the work "
+                "after its idle: tool_call_update; 1 request(s) after it: fs/write_text_file",
+            ),
+            CANCEL_RULE: ("pass", "idle stopReason 'cancelled'"),
+        },
+        id="work-after-cancel",
+    ),
+    pytest.param(
         [*QUIRKY_V2, "--snapshot-after-answer"],
         {RESUME_RULE: ("fail", "no state_update between session/resume and its answer")},
         id="snapshot-after-answer",
@@ -328,8 +369,10 @@ MISBEHAVIOURS = [
         [*REFERENCE, "--behavior", "ignore-cancel"],
         {
             CANCEL_RULE: ("fail", "update(s) of it after the cancel"),
-            CANCEL_HELD_RULE: ("fail", "held prompt 2 never answered"),
-            LATER_PROMPT_RULE: ("skip", "the cancelled work never ended"),
+            # The work outlives the cancel: the rules that need it to end are decided at once.
+            CANCEL_HELD_RULE: ("skip", "decided at once: depends on cancel-stop-reason"),
+            LATER_PROMPT_RULE: ("skip", "decided at once: depends on cancel-stop-reason"),
+            RESUMED_CANCEL_RULE: ("skip", "decided at once: depends on cancel-stop-reason"),
         },
         id="reference-ignore-cancel",
     ),
@@ -349,15 +392,25 @@ def test_the_order_of_held_prompts_unseen_is_no_pass() -> None:
     # audit's permission answer: a --permission-prompt that asks nothing leaves it unseen, even
     # for an agent that inserts newest first (two prompts sent after a cancel may be read after
     # the cancelled work ended: one held prompt is inserted the same either way).
+    # An agent that never asks permission: the order rule does not apply (n/a, said why), and
+    # the prompts were still seen held.
     for agent in (QUIRKY_V2, [*QUIRKY_V2, "--lifo"]):
-        _, doc = check("--protocol", "2", "--permission-prompt", "hello", agent=agent)
-        held = by_rule(doc)[HELD_RULE]
-        if "out of order" in held["evidence"]:  # the prompts after the cancel were both held
-            assert agent[-1] == "--lifo"
-            continue
-        assert held["result"] == "skip", held
+        code, doc = check("--protocol", "2", "--permission-prompt", "hello", agent=agent)
+        held, order = by_rule(doc)[HELD_RULE], by_rule(doc)[HELD_ORDER_RULE]
+        assert held["result"] == "pass", held
         assert "not answered while the work ran on" in held["evidence"], held
-        assert "the order of insertion not seen: the --permission-prompt's work ended" in held["evidence"]
+        if "out of order" in order["evidence"]:  # the prompts after the cancel were both held
+            assert agent[-1] == "--lifo"
+            assert order["result"] == "fail"
+            continue
+        assert order["result"] == "n/a", order
+        assert order["evidence"].startswith(
+            "not applicable: the agent never asked for permission: the order is seen only where two "
+            "prompts are held at once"
+        )
+        assert "the --permission-prompt's work ended" in order["evidence"]
+        if agent == QUIRKY_V2:
+            assert code == 0, doc  # an agent without a permission flow can pass
 
 
 @pytest.mark.parametrize(("agent", "expected"), MISBEHAVIOURS)

@@ -66,7 +66,10 @@ def test_an_update_right_behind_the_answer_is_after_it() -> None:
     assert rule(doc, CANCEL_RULE)["result"] == "pass"
     after = rule(doc, AFTER_RULE)
     assert after["result"] == "fail", after
-    assert after["evidence"] == "1 update(s) after the response: agent_message_chunk"
+    assert after["evidence"] == (
+        "cancel not confirmed: the work went on after stopReason 'cancelled': "
+        "1 update(s) after the response: agent_message_chunk"
+    )
     assert code == 5
 
 
@@ -134,7 +137,7 @@ def test_a_fresh_agent_slower_to_start_than_timeout_is_still_audited(method: str
     assert not untested, untested
     assert doc["verdict"] == "passed", doc
     assert code == 0
-    assert len(pids.read_text().split()) == 7  # one slow agent per check
+    assert len(pids.read_text().split()) == 9  # one slow agent per check
 
 
 def test_a_start_slower_than_start_timeout_is_reported_at_once() -> None:
@@ -158,6 +161,21 @@ def test_a_next_turn_that_never_ends_is_inconclusive_when_no_turn_ends() -> None
     assert code == 6
 
 
+def test_a_control_turns_fresh_session_waits_timeout_not_start_timeout() -> None:
+    """The control turn's session is asked of an agent already up: it waits --timeout (1.5 s),
+    not --start-timeout, though this agent's every session/new takes 3 s (a start does wait)."""
+    agent = [*QUIRKY, "--poison-idle-cancel", "--slow-answer", "session/new", "3000"]
+    code, doc = check(agent=agent)
+    idle = rule(doc, IDLE_RULE)
+    assert idle["result"] == "skip", idle
+    assert (
+        "no fresh session for the control turn: session/new: session/new timed out after 1.5s"
+        in idle["evidence"]
+    )
+    assert rule(doc, CANCEL_RULE)["result"] == "pass"  # every start waited for its slow session
+    assert code == 6
+
+
 def test_a_next_turn_poisoned_by_an_idle_cancel_fails_against_the_control_turn() -> None:
     code, doc = check(agent=[*QUIRKY, "--poison-idle-cancel"])
     idle = rule(doc, IDLE_RULE)
@@ -172,12 +190,14 @@ def test_a_next_turn_poisoned_by_an_idle_cancel_fails_against_the_control_turn()
 
 def test_terminal_offers_real_terminals_for_agents_that_ask_only_then(tmp_path: Path) -> None:
     """Like fast-agent: permission is asked only when the client offers terminals. Without
-    --terminal the rule cannot be tested; with it, it is."""
+    --terminal the agent never asks (the rule does not apply, and says how to make it); with it,
+    the rule is tested."""
     pidfile = tmp_path / "terminal.pid"
     agent = [*QUIRKY, "--ask-with-terminal", str(pidfile)]
     code, doc = check("--permission-prompt", "permission", agent=agent)
-    assert rule(doc, PERMISSION_RULE)["result"] == "skip"
-    assert code == 6
+    assert rule(doc, PERMISSION_RULE)["result"] == "n/a"
+    assert "or --terminal" in rule(doc, PERMISSION_RULE)["evidence"]
+    assert code == 0
     assert not pidfile.exists()  # no terminal offered: none started
     code, doc = check("--terminal", "--permission-prompt", "permission", agent=agent)
     assert rule(doc, PERMISSION_RULE)["result"] == "pass", doc
@@ -198,6 +218,8 @@ def test_a_terminal_is_killed_with_its_probe(tmp_path: Path) -> None:
             "--json",
             "--timeout",
             "1.5",
+            "--jobs",  # one check after another: the probes' order is what is watched
+            "1",
             "--terminal",
             "--permission-prompt",
             "permission",
@@ -211,10 +233,16 @@ def test_a_terminal_is_killed_with_its_probe(tmp_path: Path) -> None:
     terminal = None
     try:
         deadline = time.monotonic() + 120
-        # The permission check is the fifth; the sixth probe's agent starts after it was closed.
-        while not (probes.exists() and len(probes.read_text().split()) >= 6):
+        # One check at a time: once the permission probe's agent started its terminal, the next
+        # probe's agent starts only after that probe was closed.
+        while not pidfile.exists():
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the sixth probe never started"
+            assert time.monotonic() < deadline, "no terminal was started"
+            time.sleep(0.01)
+        started = len(probes.read_text().split())
+        while len(probes.read_text().split()) <= started:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no probe started after the permission probe"
             time.sleep(0.01)
         terminal = int(pidfile.read_text())
         alive = pid_alive(terminal)

@@ -5,11 +5,13 @@ is left running."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,7 +73,62 @@ def test_the_remote_extra_missing_says_how_to_install_it(args: list[str]) -> Non
     assert result.returncode == 1, result.stderr
     line = one_error_line(result.stderr)
     assert "needs the remote extra" in line
-    assert "pip install 'acp-driver[remote]'" in line
+    # This copy is an editable install of the checkout (the package is on no index): the hint
+    # installs the extra from there, with this interpreter's pip.
+    root = Path(__file__).resolve().parents[2]
+    assert line.endswith(f"{sys.executable} -m pip install -e '{root}[remote]'"), line
+    assert "pip install 'acp-driver[remote]'" not in line
+
+
+def _fake_install(where: Path, direct_url: dict[str, Any] | None) -> Path:
+    """A ``dist-info`` for acp-driver found before the real one, recording ``direct_url``."""
+    info = where / "acp_driver-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acp-driver\nVersion: 0.1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
+    return where
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "expected"),
+    [
+        (
+            {"url": "file:///home/me/src/acp%20driver", "dir_info": {"editable": True}},
+            "-e '/home/me/src/acp driver[remote]'",
+        ),
+        (
+            {"url": "file:///tmp/acp_driver-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "'acp-driver[remote] @ file:///tmp/acp_driver-0.1.0-py3-none-any.whl'",
+        ),
+        (
+            {"url": "https://example.org/acp-driver.git", "vcs_info": {"vcs": "git", "commit_id": "abc"}},
+            "'acp-driver[remote] @ git+https://example.org/acp-driver.git'",
+        ),
+        (
+            {"url": "file:///home/me/src/acp-driver", "dir_info": {}},
+            "'acp-driver[remote] @ file:///home/me/src/acp-driver'",
+        ),
+        (None, "'acp-driver[remote]'"),
+    ],
+    ids=["editable", "wheel", "git", "directory", "index"],
+)
+def test_the_install_hint_follows_how_this_copy_was_installed(
+    tmp_path: Path, direct_url: dict[str, Any] | None, expected: str
+) -> None:
+    site = _fake_install(tmp_path / "site", direct_url)
+    code = f"import sys; sys.path.insert(0, {str(site)!r})\n" + HIDE_REMOTE
+    result = subprocess.run(
+        [sys.executable, "-c", code, "run", "--agent", "ws://127.0.0.1:9/acp", "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert result.returncode == 1, result.stderr
+    line = one_error_line(result.stderr)
+    assert line.endswith(f"{sys.executable} -m pip install {expected}"), line
 
 
 def agent_pid(stderr: str) -> int:
@@ -110,7 +167,7 @@ def test_a_full_stdout_is_one_line_and_exit_1(args: list[str]) -> None:
 def test_check_with_a_full_stdout_is_one_line_and_exit_1() -> None:
     with open("/dev/full", "w") as full:
         result = subprocess.run(
-            [*CLI, "check", "--timeout", "1.5"],
+            [*CLI, "check", "-q", "--timeout", "1.5"],  # -q: no progress lines on stderr
             stdout=full,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

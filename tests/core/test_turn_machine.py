@@ -9,8 +9,6 @@ from __future__ import annotations
 import pytest
 
 from acp_driver.core import (
-    AGENT_TURN_TRANSITIONS,
-    TRANSITIONS,
     Action,
     AgentTurnEvent,
     AgentTurnMachine,
@@ -24,6 +22,8 @@ from acp_driver.core import (
     TurnMachine,
     TurnState,
 )
+from acp_driver.core._agent_turn import AGENT_TURN_TRANSITIONS
+from acp_driver.core._host_turn import TRANSITIONS
 
 T0 = 500.0
 POLICY = LadderPolicy(budget=4.0)  # cancel_request at +2, terminate at +3, kill at +4

@@ -277,6 +277,24 @@ async def test_nonexistent_binary(tmp_path: Path) -> None:
     assert "No such file or directory" in message
 
 
+async def test_a_command_not_on_path_is_said_so(tmp_path: Path) -> None:
+    """A bare command name that no directory of PATH holds (an environment not activated): the
+    error says it is not on PATH, not only "No such file or directory"."""
+    (tmp_path / "elsewhere").mkdir()
+    env = {**os.environ, "PATH": str(tmp_path / "elsewhere")}
+    async with asyncio.timeout(60):
+        with pytest.raises(AgentStartError) as info:
+            await launch(["acp-driver-not-installed", "agent"], env=env)
+    message = str(info.value)
+    assert "no 'acp-driver-not-installed' on PATH" in message
+    assert "full path" in message
+    # A path (not a bare name) is not looked up on PATH: its own error stays.
+    with pytest.raises(AgentStartError) as info:
+        await launch([str(tmp_path / "elsewhere" / "agent")], env=env)
+    assert "on PATH" not in str(info.value)
+    assert "No such file or directory" in str(info.value)
+
+
 async def test_not_executable(tmp_path: Path) -> None:
     plain = tmp_path / "agent.txt"
     plain.write_text("not a program")

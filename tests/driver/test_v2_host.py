@@ -22,8 +22,11 @@ from acp_driver.driver import (
     PermissionRequest,
     Resolution,
     Rung,
+    Topic,
     allow_all,
 )
+from acp_driver.driver._updates import UPDATE_TYPES
+from acp_driver.services import LocalFileSystem, LocalTerminals
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually
@@ -78,7 +81,7 @@ async def test_held_prompts_are_turns_of_their_own_in_order(tmp_path: Path) -> N
         for turn in (first, second, third):
             result = await turn
             assert result.stop_reason == "end_turn"
-            texts.append("".join(getattr(u, "text", "") for u in turn._buffer))
+            texts.append("".join(getattr(u, "text", "") for u in turn._buffer if u.topic is Topic.AGENT_TEXT))
         assert texts == ["chunk 1/3\nchunk 2/3\nchunk 3/3\n", "two\n", "three\n"]
         assert len({t.message_id for t in (first, second, third)}) == 3
         assert session.turns == []
@@ -162,7 +165,16 @@ async def test_cancelling_a_held_prompt_withdraws_it_and_touches_nothing_else(tm
         await first_update(running_turn)
         held = session.prompt("held")
         outcome = await held.cancel()
-        assert (outcome.resolution, outcome.resolved_by) == (Resolution.CANCELLED, "withdrawn")
+        assert (outcome.resolution, outcome.resolved_by, outcome.steps) == (
+            Resolution.CANCELLED,
+            "withdrawn",
+            ("withdraw",),
+        )
+        # The agent's -32800 confirms the host's withdrawal: the host cancelled it, and the
+        # cancel's time counts from cancel(), not from the prompt.
+        result = await held
+        assert (result.cancelled_by, result.cancel) == ("host", outcome)
+        assert outcome.elapsed <= result.elapsed
         assert "session/cancel" not in wire.methods()
         assert [m["params"]["requestId"] for m in wire.out if m.get("method") == "$/cancel_request"] == [
             held.request_id
@@ -186,7 +198,9 @@ async def test_a_held_prompt_the_agent_will_not_withdraw_is_cancelled_once_inser
         outcome = await withdrawn.cancel()
         assert (await first).stop_reason == "end_turn", wire.dump()
         assert (outcome.resolution, withdrawn.stop_reason) == (Resolution.CANCELLED, "cancelled"), wire.dump()
-        assert "session_cancel" in outcome.steps, wire.dump()
+        assert outcome.steps[:2] == ("withdraw", "session_cancel"), wire.dump()
+        assert withdrawn.result is not None
+        assert withdrawn.result.cancelled_by == "host"
         assert withdrawn.request_id in [
             m["params"]["requestId"] for m in wire.out if m.get("method") == "$/cancel_request"
         ]
@@ -315,3 +329,296 @@ async def test_an_agent_gone_mid_span_resolves_the_turn(tmp_path: Path) -> None:
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("process supervision tests are Linux-only")
+
+
+async def test_auto_speaks_v1_with_an_agent_that_echoes_2_in_v1s_shape(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Many v1 agents echo the client's ``protocolVersion``: the answer's shape decides (one
+    warning says so), and the turn completes the v1 way with every chunk in it."""
+    wire = Wire()
+    services = ClientServices(permission=allow_all, fs=LocalFileSystem(), terminals=LocalTerminals())
+    async with running(
+        script("echoes_version"), protocol="auto", tracer=wire.trace, services=services
+    ) as agent:
+        # Asked under auto, a v1 agent still gets v1's client capabilities (fs, terminal).
+        (asked,) = wire.sent("initialize")
+        assert asked["params"]["clientCapabilities"] == {
+            "fs": {"readTextFile": True, "writeTextFile": True},
+            "terminal": True,
+        }
+        assert agent.protocol_version == 1
+        assert agent.negotiation_note == "agent claims v2 but answers v1: speaking v1"
+        assert "agent claims v2 but answers v1: speaking v1" in caplog.text
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("hi")
+        texts = [getattr(u, "text", "") async for u in turn]
+        result = await turn
+        assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+        assert texts == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
+
+
+async def test_insisting_on_2_with_an_agent_that_echoes_it_in_v1s_shape_fails_the_start() -> None:
+    with pytest.raises(AgentStartError, match="answered the v1 way"):
+        async with running(script("echoes_version"), protocol=2):
+            pass
+
+
+@pytest.mark.parametrize("behavior", ["ignore-cancel", "hang"])
+async def test_a_held_prompt_whose_withdrawal_is_never_confirmed_resolves_at_the_budget(
+    tmp_path: Path, behavior: str
+) -> None:
+    """The agent ignores ``$/cancel_request`` and its current span runs on: the held turn is
+    resolved by the host at the budget (on the fake clock: exactly then), says so, and touched
+    nothing else -- no session/cancel, no signal."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 2.0
+    async with running(
+        v2(behavior), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        work = session.prompt("/stream 100000 20")
+        await first_update(work)
+        held = session.prompt("held behind it")
+        await eventually(lambda: held.request_id is not None, "the held prompt to go out")
+        canceller = asyncio.create_task(held.cancel())
+        await eventually(lambda: held.ladder is not None, "the withdrawal")
+        assert wire.sent("$/cancel_request")[-1]["params"]["requestId"] == held.request_id
+        assert clock.next_deadline == T0 + budget  # (request timeouts come later)
+        clock.advance_to(T0 + budget - 0.001)
+        assert not held.done
+        clock.advance_to(T0 + budget)
+        outcome = await canceller
+        assert (outcome.resolution, outcome.resolved_by, outcome.steps) == (
+            Resolution.CANCELLED,
+            "unconfirmed",
+            ("withdraw",),
+        )
+        assert outcome.elapsed == budget
+        result = await held
+        assert (result.cancelled_by, result.cancel) == ("host", outcome)
+        assert "session/cancel" not in wire.methods()
+        assert not work.done  # the running work was not touched
+        assert agent.returncode is None
+
+
+async def test_a_prompt_nothing_runs_ahead_of_and_the_agent_never_answers_climbs_the_ladder(
+    tmp_path: Path,
+) -> None:
+    """A wedged agent (the prompt never answered, no user_message, nothing running): its cancel
+    is the full ladder -- session/cancel, $/cancel_request for the prompt, SIGTERM, SIGKILL --
+    within the budget, as in v1."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 2.0
+    async with running(
+        script("swallows_prompts_v2"),
+        protocol=2,
+        clock=clock,
+        tracer=wire.trace,
+        ladder=LadderPolicy(budget=budget),
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("anything")
+        await eventually(lambda: turn.request_id is not None, "the prompt to go out")
+        canceller = asyncio.create_task(turn.cancel())
+        await eventually(lambda: turn.ladder is not None, "the ladder")
+        assert wire.methods()[-1] == "session/cancel"
+        clock.advance_to(T0 + budget * 0.5)
+        await eventually(lambda: "$/cancel_request" in wire.methods(), "the middle rung")
+        assert wire.sent("$/cancel_request")[-1]["params"]["requestId"] == turn.request_id
+        clock.advance_to(T0 + budget * 0.75)  # SIGTERM: this agent ignores it
+        clock.advance_to(T0 + budget)  # SIGKILL
+        outcome = await canceller
+        assert outcome.resolution is Resolution.KILLED
+        assert outcome.resolved_by == "kill"
+        assert outcome.elapsed == budget
+
+
+async def test_an_answer_and_the_lines_that_came_with_it_are_handled_in_wire_order(tmp_path: Path) -> None:
+    """The answer ``{messageId}``, the span's chunks and its idle in one read, no user_message:
+    the answer inserts the prompt before the chunks are routed, so they are the turn's and the
+    idle ends it -- twice, so that the second turn is no accident of the first."""
+    async with running(script("answer_with_its_lines_v2"), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        for _ in range(2):
+            turn = session.prompt("hi")
+            async with asyncio.timeout(10):
+                texts = [u.raw["content"]["text"] async for u in turn if u.kind == "agent_message_chunk"]
+                result = await turn
+            assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+            assert texts == ["one ", "two"]
+        assert list(session.background_updates) == []
+
+
+@pytest.mark.parametrize("answer", ["null", "5", '"x"', '{"messageId": 7}', '{"messageId": ["u1"]}', "[]"])
+async def test_a_malformed_prompt_answer_is_a_clear_protocol_error(
+    tmp_path: Path, answer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANSWER_JSON", answer)
+    async with running(script("answer_with_its_lines_v2"), protocol=2) as agent:
+        session = await agent.new_session(tmp_path)
+        async with asyncio.timeout(10):
+            result = await session.prompt("hi")
+        assert result.resolution is Resolution.ERROR
+        assert result.error is not None
+        assert "answered without a messageId" in str(result.error)
+
+
+async def test_an_agent_that_answers_a_v2_prompt_the_v1_way_is_spoken_to_in_v1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing in its ``initialize`` answer says v1 (it echoes 2, with no capabilities or info):
+    the first prompt answered with a stop reason and no messageId does. The turn ends with that
+    stop reason and every chunk it streamed; the next turn is v1's."""
+    monkeypatch.setenv("ECHO_SHAPELESS", "1")
+    async with running(script("echoes_version"), protocol="auto") as agent:
+        assert agent.protocol_version == 2
+        session = await agent.new_session(tmp_path)
+        for _ in range(2):
+            turn = session.prompt("hi")
+            async with asyncio.timeout(10):
+                result = await turn
+            texts = [u.raw["content"]["text"] for u in turn._buffer if u.kind == "agent_message_chunk"]
+            assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
+            assert texts == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
+            assert agent.protocol_version == 1
+        assert agent.negotiation_note == "agent answered a v2 prompt the v1 way: speaking v1"
+
+
+@pytest.mark.parametrize(("version", "said"), [(2, '"outcome": "cancelled"'), (1, '"code": -32800')])
+async def test_a_question_withdrawn_before_the_policy_ran_is_answered_by_the_versions_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int, said: str
+) -> None:
+    """v2: a permission request the agent withdraws is answered with the ``cancelled`` outcome,
+    also when the withdrawal is read before the host's policy ever ran; v1: ``-32800``."""
+    monkeypatch.setenv("QUESTION_PROTOCOL", str(version))
+    asked: list[PermissionRequest] = []
+
+    async def policy(request: PermissionRequest) -> str:
+        asked.append(request)
+        return "allow"
+
+    services = ClientServices(permission=policy)
+    async with running(script("withdraws_question"), protocol=version, services=services) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("ask")
+        async with asyncio.timeout(10):
+            texts = [u.raw["content"]["text"] async for u in turn if u.kind == "agent_message_chunk"]
+            result = await turn
+        assert result.stop_reason == "end_turn"
+        (text,) = texts
+        assert said in text
+        assert asked == []  # the policy never ran
+
+
+async def test_a_host_matching_topics_sees_the_same_turn_in_both_versions(tmp_path: Path) -> None:
+    """Host code written against ``update.topic`` (not the wire kinds, which v2 renamed: ``plan``
+    -> ``plan_update``, ``tool_call`` -> ``tool_call_update``...) reads the same turn from a v1
+    and a v2 agent: the same text, the same thought, the same plan entries, the same tool call."""
+    seen: dict[int, list[tuple[Topic, Any]]] = {}
+    for version in (1, 2):
+        async with running(reference("polite"), protocol=version) as agent:
+            session = await agent.new_session(tmp_path)
+            turn = session.prompt("/think hmm\n/plan\n/tool grep 1\nhello")
+            got: list[tuple[Topic, Any]] = []
+            async for update in turn:
+                if update.topic in (Topic.AGENT_TEXT, Topic.THOUGHT):
+                    got.append((update.topic, getattr(update, "text", None)))
+                elif update.topic is Topic.PLAN:
+                    got.append((Topic.PLAN, [e.get("status") for e in getattr(update, "entries", [])]))
+                elif update.topic is Topic.TOOL_CALL:
+                    got.append((Topic.TOOL_CALL, getattr(update, "status", None)))
+            assert (await turn).stop_reason == "end_turn"
+            seen[version] = got
+    assert seen[1] == seen[2]
+    assert (Topic.AGENT_TEXT, "hello\n") in seen[1]
+    assert any(topic is Topic.PLAN for topic, _ in seen[1])
+    assert any(topic is Topic.TOOL_CALL for topic, _ in seen[1])
+
+
+def test_every_update_kind_has_a_topic() -> None:
+    for kind, cls in UPDATE_TYPES.items():
+        assert cls.topic is not Topic.UNKNOWN, kind
+
+
+QUIRKY_V2 = [sys.executable, str(Path(__file__).parent.parent / "cli" / "quirky_v2_agent.py")]
+
+
+async def test_a_question_about_a_tool_call_never_reported_is_the_working_turns(tmp_path: Path) -> None:
+    """The agent asks about a tool call it never reported in an update: the question is the work
+    of the turn working now, so that turn's cancel answers it ``cancelled`` (the agent here
+    waits for that answer before it ends its work)."""
+    wire = Wire()
+    asked = asyncio.Event()
+
+    async def never(request: PermissionRequest) -> str:
+        asked.set()
+        await asyncio.Event().wait()
+        return "allow"
+
+    argv = [*QUIRKY_V2, "--unreported-tool-call", "--permission-waits"]
+    services = ClientServices(permission=never)
+    async with running(argv, protocol=2, tracer=wire.trace, services=services) as agent:
+        session = await agent.new_session(tmp_path)
+        turn = session.prompt("permission please")
+        async with asyncio.timeout(15):
+            await asked.wait()
+            outcome = await turn.cancel()
+        assert outcome.resolution is Resolution.CANCELLED
+        (question,) = wire.received("session/request_permission")
+        (answer,) = wire.answers("out", question["id"])
+        assert answer["result"] == {"outcome": {"outcome": "cancelled"}}
+
+
+async def test_the_middle_rung_withdraws_only_the_prompts_held_at_the_cancel(tmp_path: Path) -> None:
+    """An agent that ignores the cancel keeps working and keeps the prompts held: at half the
+    budget the middle rung withdraws the one held when the cancel went out, never the one sent
+    after it."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 8.0
+    async with running(
+        v2("ignore-cancel"), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        work = session.prompt("/stream 100000 20")
+        await first_update(work)
+        before = session.prompt("held before the cancel")
+        await eventually(lambda: before.request_id is not None, "the held prompt to go out")
+        canceller = asyncio.create_task(work.cancel())
+        await eventually(lambda: work.ladder is not None, "the cancel")
+        after = session.prompt("sent after the cancel")
+        await eventually(lambda: after.request_id is not None, "the later prompt to go out")
+        clock.advance_to(T0 + budget * 0.5)
+        await eventually(lambda: bool(wire.sent("$/cancel_request")), "the middle rung")
+        withdrawn = [m["params"]["requestId"] for m in wire.sent("$/cancel_request")]
+        assert before.request_id in withdrawn
+        assert after.request_id not in withdrawn
+        clock.advance_to(T0 + budget)
+        outcome = await canceller
+        assert outcome.resolved_by in ("terminate", "kill")
+
+
+async def test_the_turns_that_follow_a_v2_cancel_do_not_act_on_the_agent_twice(tmp_path: Path) -> None:
+    """A running turn's cancel is the session's: the held prompts sent before it follow its
+    ladder without sending their own session/cancel (one per rung, not one per turn)."""
+    clock, wire = FakeClock(T0), Wire()
+    budget = 8.0
+    async with running(
+        v2("ignore-cancel"), protocol=2, clock=clock, tracer=wire.trace, ladder=LadderPolicy(budget=budget)
+    ) as agent:
+        session = await agent.new_session(tmp_path)
+        work = session.prompt("/stream 100000 20")
+        await first_update(work)
+        held = [session.prompt(f"held {i}") for i in range(3)]
+        await eventually(lambda: all(t.request_id is not None for t in held), "the held prompts")
+        canceller = asyncio.create_task(work.cancel())
+        await eventually(lambda: work.ladder is not None, "the cancel")
+        assert all(t.cancel_requested for t in held)  # they follow it
+        assert len(wire.sent("session/cancel")) == 1
+        clock.advance_to(T0 + budget * 0.5)
+        await eventually(lambda: bool(wire.sent("$/cancel_request")), "the middle rung")
+        ids = [m["params"]["requestId"] for m in wire.sent("$/cancel_request")]
+        assert sorted(ids, key=str) == sorted((t.request_id for t in held), key=str)  # once each
+        clock.advance_to(T0 + budget)
+        await canceller
+        assert len(wire.sent("session/cancel")) == 1

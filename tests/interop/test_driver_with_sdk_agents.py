@@ -363,3 +363,33 @@ async def test_prompt_cancel_request_cascades_to_the_permission_request(sdk: Sdk
     assert dialog.closed_at is not None
     assert (result.stop_reason, result.resolution) == ("cancelled", Resolution.CANCELLED), d.report()
     d.conforms("request session/new", f"notification {CANCEL}", f"error {PERMISSION}")
+
+
+async def test_run_with_the_default_protocol_completes_against_an_agent_that_echoes_the_version(
+    sdk: SdkPeer,
+) -> None:
+    """The SDK's agent answers ``initialize`` with the client's own version, as the SDK's echo
+    example does: ``acp-driver run`` under its default (``auto``, asking 2) speaks v1 with it,
+    says so on stderr when the agent claimed 2, completes the turn and exits 0."""
+    import shlex
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_driver",
+        "run",
+        "--agent",
+        shlex.join(sdk.script("agent")),
+        "hello from run",
+        env={**os.environ, **sdk.env},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    assert "hello from run" in out.decode()
+    assert "ACP v1" in err.decode()
+    if sdk.kind == "python":  # the Python SDK's agent echoes 2: the note says why v1
+        assert "agent claims v2 but answers v1: speaking v1" in err.decode()

@@ -5,6 +5,8 @@ for 2), and ``peers/runtime_v2_agent.py`` (the reference agent plus handlers tha
 wrong). The clients record every message both ways; the guarantees of our runtime are checked on
 that wire:
 
+- a session opened the way each SDK's client does by default (the Python SDK's sends no
+  ``mcpServers``, which v2 made optional);
 - a prompt is answered at its insertion with a ``messageId``, after its ``user_message`` (same
   id) and with ``running`` next; every span ends with exactly one idle with the right stop reason;
 - ``requires_action`` while a permission request is pending, ``running`` again once answered;
@@ -133,6 +135,13 @@ async def test_sdk_v2_client_drives_our_reference_agent(
     run = (await run_plan(v2_client, plan, REFERENCE_AGENT, tmp_path)).check()
     report = run.report()
     assert run.wire("in")[0]["result"]["protocolVersion"] == 2, report
+    # Called as each SDK's client is by default: the Python SDK's sends no mcpServers (optional
+    # in v2), the TypeScript SDK's session builder sends []. (The Python SDK's session/new was
+    # refused -32602 while v1's table was applied to v2.)
+    (opened,) = [m for m in run.wire("out") if m.get("method") == "session/new"]
+    assert opened["params"].get("mcpServers", "omitted") == (
+        "omitted" if v2_client.kind == "python" else []
+    ), report
 
     check_span(run, "p1", "end_turn", run.step_at(2), run.step_at(4))
     assert run.text(run.step_at(2), run.step_at(4)) == "chunk 1/3\nchunk 2/3\nchunk 3/3\n", report

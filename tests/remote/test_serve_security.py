@@ -4,6 +4,7 @@ each with its HTTP status or WebSocket close code."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -463,6 +464,93 @@ async def test_a_client_gives_its_token_from_the_environment_not_the_command_lin
         assert "401" in err.decode()
 
 
+async def _run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str, bytes]:
+    """``acp-driver run ARGS``: exit status, stdout, stderr, and its command line as the process
+    list shows it."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "acp_driver", "run", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "ACP_DRIVER_PROTOCOL": "1", "NO_COLOR": "1", **(env or {})},
+    )  # fmt: skip
+    cmdline = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode(), cmdline
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_a_client_gives_its_token_from_a_file_and_never_shows_it(tmp_path: Path, scheme: str) -> None:
+    token = "file-t0ken-77"
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    async with ServeProcess.start("--token-file", str(token_file)) as serve:
+        url = ws_url(serve.url) if scheme == "ws" else serve.url
+        # -vv: every debug record, the WebSocket handshake's headers among them.
+        code, out, err, cmdline = await _run_cli(
+            "-vv", "--agent", url, "--token-file", str(token_file), "hello"
+        )
+        assert code == 0, err
+        assert out == "hello\n"
+        assert token.encode() not in cmdline
+        assert token not in err
+        if scheme == "ws":
+            assert "> Authorization: [redacted]" in err  # the header was logged, its value was not
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_a_401_names_the_token_options(tmp_path: Path, scheme: str) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("right-t0ken\n")
+    token_file.chmod(0o600)
+    wrong = tmp_path / "wrong"
+    wrong.write_text("wrong-t0ken\n")
+    wrong.chmod(0o600)
+    async with ServeProcess.start("--token-file", str(token_file)) as serve:
+        url = ws_url(serve.url) if scheme == "ws" else serve.url
+        for given in ((), ("--token-file", str(wrong))):
+            code, out, err, _ = await _run_cli("--agent", url, *given, "hello")
+            assert code == 1, err
+            assert out == ""
+            assert "HTTP 401" in err
+            assert (
+                "the server wants a bearer token: give it with --token-file FILE (the token on its "
+                "first line), $ACP_DRIVER_AGENT_TOKEN, or --header 'Authorization: Bearer TOKEN'"
+            ) in err
+            assert "wrong-t0ken" not in err
+
+
+async def test_the_token_file_is_checked_before_anything_starts(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    shared = tmp_path / "shared"
+    shared.write_text("t0ken\n")
+    shared.chmod(0o644)
+    url = "ws://127.0.0.1:9/acp"  # nothing listens: a start would fail another way
+    cases = [
+        (("--agent", url, "--token-file", str(tmp_path / "missing")), {}, "cannot read the token file"),
+        (("--agent", url, "--token-file", str(empty)), {}, "has no token on its first line"),
+        (("--token-file", str(shared)), {}, "--token-file needs a remote agent"),
+        (
+            ("--agent", url, "--token-file", str(shared)),
+            {"ACP_DRIVER_AGENT_TOKEN": "x"},
+            "give the token once",
+        ),
+        (
+            ("--agent", url, "--token-file", str(shared), "--header", "Authorization: Bearer x"),
+            {},
+            "give the token once: --token-file and an Authorization --header",
+        ),
+    ]
+    for args, env, reason in cases:
+        code, _, err, _ = await _run_cli(*args, "hello", env=env)
+        assert code == 2, (args, err)
+        assert reason in err, (args, err)
+    code, _, err, _ = await _run_cli("--agent", url, "--token-file", str(shared), "hello")
+    assert f"the token file {str(shared)!r} is readable by others (mode 644); chmod 600 it" in err
+    assert "t0ken" not in err
+
+
 async def test_a_refused_request_says_its_connection_closes(tmp_path: Any) -> None:
     """A request refused before its body is read (here: no token) is answered with
     ``Connection: close`` and the connection closed: a client that reused it would race the
@@ -489,3 +577,35 @@ async def test_a_refused_request_says_its_connection_closes(tmp_path: Any) -> No
                 assert await reader.read() == b""  # and the server closes it
         finally:
             writer.close()
+
+
+@pytest.mark.parametrize("scheme", ["ws", "http"])
+async def test_check_refused_with_401_names_the_token_options(tmp_path: Path, scheme: str) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("right-t0ken\n")
+    token_file.chmod(0o600)
+    async with ServeProcess.start("--token-file", str(token_file)) as serve:
+        url = ws_url(serve.url) if scheme == "ws" else serve.url
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "check", "--timeout", "2", "--", url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip
+        _, err = await asyncio.wait_for(process.communicate(), 120)
+        assert process.returncode == 1, err.decode()
+        line = err.decode().strip()
+        assert "HTTP 401" in line
+        assert line.endswith(
+            "; the server wants a bearer token: give it with --token-file FILE (the token on its first "
+            "line), $ACP_DRIVER_AGENT_TOKEN, or --header 'Authorization: Bearer TOKEN'"
+        )
+        # and given from a file, the audit starts (its first check opens a session)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "acp_driver", "check", "--timeout", "2", "--json", "--token-file",
+            str(token_file), "--", url,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "NO_COLOR": "1"},
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 300)
+        assert process.returncode == 0, err.decode()
+        assert json.loads(out)["verdict"] == "passed"

@@ -6,6 +6,8 @@ library's reader and, independently, line by line here.
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import orjson
 import pytest
 
 from acp_driver.trace import read_trace, render_html, summarize
+from acp_driver.trace._verdict import duration, verdict
 
 from .scenario import BUDGET, MARKUP, record
 
@@ -163,3 +166,155 @@ async def test_updates_after_the_answer_are_late_on_the_turn_they_came_after(tmp
     assert second.late == []
     assert second.update_kinds() == {"agent_message_chunk": 2}
     assert "late updates after the answer: 2" in summarize(read_trace(path))
+
+
+def _updates_after_session_cancel(found: list[dict[str, Any]], turn_index: int) -> int:
+    """Read from the file, independently of the reader: the ``session/update`` lines between the
+    turn's ``session/cancel`` and the next prompt (or the end)."""
+    prompts = [e["id"] for e in found if e["kind"] == "wire" and e["msg"].get("method") == "session/prompt"]
+    start = prompts[turn_index - 1]
+    stop = prompts[turn_index] if turn_index < len(prompts) else len(found)
+    cancel = next(
+        e["id"]
+        for e in found[start:stop]
+        if e["kind"] == "wire" and e["dir"] == "out" and e["msg"].get("method") == "session/cancel"
+    )
+    return sum(
+        1
+        for e in found[cancel:stop]
+        if e["kind"] == "wire" and e["dir"] == "in" and e["msg"].get("method") == "session/update"
+    )
+
+
+async def test_each_turn_gets_its_verdict_in_words_in_the_summary_and_on_its_lane(scenario: Path) -> None:
+    found = events(scenario)
+    trace = read_trace(scenario)
+    first, second, third = trace.turns
+    text = summarize(trace)
+    page = render_html(trace)
+    # turn 1: nothing to explain
+    assert verdict(first).startswith("completed (end_turn) in ")
+    assert f"{len(first.updates)} updates" in verdict(first)
+    # turn 2: the agent ignored the cancel and ended the turn itself (the ladder never climbed)
+    assert verdict(second).startswith("the agent ignored session/cancel")
+    assert "ended the turn end_turn" in verdict(second)
+    # turn 3: it kept streaming until SIGTERM, whose time after the cancel is the file's
+    after = _updates_after_session_cancel(found, 3)
+    assert after > 0
+    cancel = next(e for e in found if e["kind"] == "cancel" and e["id"] > third.eid)
+    terminate = next(e for e in found if e["kind"] == "rung" and e["rung"] == "terminate")
+    assert verdict(third) == (
+        f"the agent ignored session/cancel and kept streaming ({after} updates); "
+        f"SIGTERM at +{duration(terminate['t'] - cancel['t'])} ended it"
+    )
+    assert (
+        f"updates: {len(third.updates)} (agent_message_chunk {len(third.updates)}); {after} after session/cancel"
+        in text
+    )
+    for turn in (first, second, third):
+        assert f"    verdict: {verdict(turn)}\n" in text
+        assert f">{html.escape(verdict(turn))}</text>" in page  # at the top of its lane
+
+
+async def test_the_page_brackets_each_cancel_and_draws_no_due_line_after_the_turn_was_over(
+    scenario: Path,
+) -> None:
+    found = events(scenario)
+    trace = read_trace(scenario)
+    page = render_html(trace)
+    brackets = {
+        (float(a), float(b)): float(ms)
+        for ms, a, b in re.findall(
+            r'class="bracket" data-ms="([\d.]+)" data-from="([\d.]+)" data-to="([\d.]+)"', page
+        )
+    }
+    sent = [
+        e
+        for e in found
+        if e["kind"] == "wire" and e["dir"] == "out" and e["msg"].get("method") == "session/cancel"
+    ]
+    _first, second, third = trace.turns
+    assert second.finish is not None
+    assert third.finish is not None
+    for start, end in brackets:
+        assert f"cancel → end: {(end - start) * 1000:.1f} ms" in page
+    assert brackets == {
+        (sent[0]["t"], second.finish): round((second.finish - sent[0]["t"]) * 1000, 1),
+        (sent[1]["t"], third.finish): round((third.finish - sent[1]["t"]) * 1000, 1),
+    }
+    # the ladder's schedule: each rung due at the cancel + its offset, drawn only when that is
+    # before the turn was over (turn 3 was killed by SIGTERM: its SIGKILL was never due)
+    dues = [(rung, float(due)) for rung, due in re.findall(r'data-rung="(\w+)" data-due="([\d.]+)"', page)]
+    cancels = [e for e in found if e["kind"] == "cancel"]
+    expected = [
+        (rung, cancel["t"] + offset)
+        for cancel, turn in zip(cancels, (second, third), strict=True)
+        for rung, offset in cancel["schedule"].items()
+        if offset > 0 and cancel["t"] + offset <= turn.finish
+    ]
+    assert dues == [(rung, pytest.approx(due)) for rung, due in expected]
+    assert ("cancel_request", pytest.approx(cancels[1]["t"] + BUDGET / 2)) in dues
+    assert "kill" not in [rung for rung, _due in dues]
+
+
+async def test_a_v2_permission_request_is_named_by_its_title(tmp_path: Path) -> None:
+    import sys
+
+    from acp_driver.driver import ClientServices, PermissionRequest, launch
+
+    path = tmp_path / "v2.ndjson"
+
+    async def allow(request: PermissionRequest) -> dict[str, Any]:
+        return request.allow()
+
+    agent = await launch(
+        [sys.executable, "-m", "acp_driver", "agent"],
+        services=ClientServices(permission=allow),
+        trace=path,
+        protocol=2,
+    )
+    try:
+        session = await agent.new_session(".")
+        done = await session.prompt("/permission")
+        assert done.stop_reason == "end_turn"
+    finally:
+        await agent.aclose()
+    asked = next(
+        e["msg"]["params"]
+        for e in events(path)
+        if e["kind"] == "wire" and e["msg"].get("method") == "session/request_permission"
+    )
+    assert "toolCall" not in asked  # v2: a subject, and the question's own title
+    (turn,) = read_trace(path).turns
+    (permission,) = turn.permissions
+    assert permission.title == asked["title"]
+    assert f"permissions: 1: {asked['title']}: selected" in summarize(read_trace(path))
+    assert f"permission: {html.escape(asked['title'])} -&gt; selected" in render_html(read_trace(path))
+
+
+async def test_a_v2_trace_credits_each_held_prompts_work_to_its_own_turn(tmp_path: Path) -> None:
+    """The reader asks the same lifecycle as the host: while a v2 turn works, a prompt held
+    behind it is a turn of its own, and the running work's chunks are the running turn's (not
+    the newest prompt's); each turn ends at its own idle."""
+    import asyncio
+
+    from acp_driver.driver import launch, reference_agent_argv
+
+    path = tmp_path / "held.ndjson"
+    async with asyncio.timeout(60):
+        agent = await launch(reference_agent_argv(), protocol=2, trace=str(path))
+        async with agent:
+            session = await agent.new_session(tmp_path)
+            first = session.prompt("/stream 5 40")
+            async for _update in first:
+                break  # it works: the next prompt is held
+            held = session.prompt("held")
+            assert (await first).stop_reason == "end_turn"
+            assert (await held).stop_reason == "end_turn"
+    one, two = read_trace(path).turns
+    assert one.update_kinds().get("agent_message_chunk") == 5
+    assert two.update_kinds().get("agent_message_chunk") == 1
+    assert (one.stop_reason, two.stop_reason) == ("end_turn", "end_turn")
+    assert one.end_eid is not None
+    assert two.end_eid is not None
+    assert one.end_eid < two.end_eid

@@ -4,7 +4,9 @@ The trace comes from real processes (``scenario.py``); the page from the CLI
 (``acp-driver trace FILE --html OUT``). The browser must render it without a console error, an
 exception or a network request, never run what the agent wrote, place every marker where the
 trace's timestamps say (read from the DOM and, for the ladder's rungs and the agent's exit, from
-the pixels of a screenshot), and show a message on hover. The screenshot is kept for inspection
+the pixels of a screenshot), show a message on hover, zoom the time axis (a brush, the wheel, a
+double click back) with every marker moved to its time, stack markers of one moment instead of
+covering one with another, and show the legend's shapes and each turn's verdict. The screenshot is kept for inspection
 (``ACP_TRACE_ARTIFACTS=DIR`` copies it there).
 """
 
@@ -214,5 +216,137 @@ async def test_hovering_a_marker_shows_its_message(page: tuple[Path, Path]) -> N
         assert "</script><script>window.__pwned = 1</script> <img src=x onerror=" in text
         assert await browser.evaluate("window.__pwned === undefined")
         assert browser.console_errors == []
+    finally:
+        await browser.close()
+
+
+FRAMES = "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+
+VIEW = """
+(() => {
+  const svg = document.getElementById('timeline');
+  const box = svg.getBoundingClientRect();
+  return {view0: +(svg.dataset.view0 || 0), view1: +(svg.dataset.view1 || svg.dataset.end),
+          pxs: +svg.dataset.pxs, left: box.left, top: box.top,
+          ticks: [...document.querySelectorAll('#axis-ticks text')].map(t => t.textContent),
+          marks: [...document.querySelectorAll('#timeline .mark')].filter(el => el.querySelector('line')).map(el => {
+            const r = el.querySelector('line').getBoundingClientRect();
+            return {id: el.id, x: r.left + r.width / 2 - box.left};
+          })};
+})()
+"""
+
+
+async def settle(browser: Browser) -> dict[str, Any]:
+    await browser.send("Runtime.evaluate", {"expression": FRAMES, "awaitPromise": True})
+    found: dict[str, Any] = await browser.evaluate(VIEW)
+    return found
+
+
+def assert_placed(found: dict[str, Any], events: dict[int, dict[str, Any]], x0: float) -> int:
+    """Every marker in view is at x0 + (t - view0) * pxs: the zoom moved each one."""
+    placed = 0
+    for mark in found["marks"]:
+        t = events[int(mark["id"][1:])]["t"]
+        if found["view0"] <= t <= found["view1"]:
+            assert abs(mark["x"] - (x0 + (t - found["view0"]) * found["pxs"])) <= 1.5, (
+                mark,
+                t,
+                found["view0"],
+            )
+            placed += 1
+    return placed
+
+
+async def test_the_time_axis_zooms_by_brush_and_wheel_down_to_milliseconds(page: tuple[Path, Path]) -> None:
+    trace, html = page
+    events = times(trace)
+    browser, found = await opened(html)
+    try:
+        x0, top = found["x0"], found["top"]
+        cancel = [m for m in found["marks"] if m["kind"] == "cancel"][-1]
+        t_cancel = events[int(cancel["id"][1:])]["t"]
+        # a brush across 40 px around the last cancel: the view is what it spans
+        a, b = x0 + t_cancel * found["pxs"] - 20, x0 + t_cancel * found["pxs"] + 20
+        y = top + 60
+        await browser.send("Input.dispatchMouseEvent", {"type": "mousePressed", "x": found["left"] + a, "y": y, "button": "left", "clickCount": 1})  # fmt: skip
+        await browser.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": found["left"] + b, "y": y, "button": "left"})  # fmt: skip
+        await browser.send("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": found["left"] + b, "y": y, "button": "left", "clickCount": 1})  # fmt: skip
+        zoomed = await settle(browser)
+        assert zoomed["view0"] == pytest.approx((a - x0) / found["pxs"], abs=2 / found["pxs"])
+        assert zoomed["view1"] == pytest.approx((b - x0) / found["pxs"], abs=2 / found["pxs"])
+        assert zoomed["pxs"] == pytest.approx(1000 / (zoomed["view1"] - zoomed["view0"]))
+        assert assert_placed(zoomed, events, x0) >= 1
+        assert zoomed["ticks"]
+        assert all(tick.endswith(" ms") for tick in zoomed["ticks"]), zoomed["ticks"]  # ~100 ms shown
+        # the updates' density, binned again for the view from the updates' own times
+        bins = await browser.evaluate(
+            "[...document.querySelectorAll('.density-lane rect')].map(r => ({x: +r.getAttribute('x'),"
+            " n: +r.dataset.n}))"
+        )
+        updates = [
+            e["t"]
+            for e in events.values()
+            if e["kind"] == "wire" and e["dir"] == "in" and e["msg"].get("method") == "session/update"
+        ]
+        inside = [t for t in updates if zoomed["view0"] <= t <= zoomed["view1"]]
+        assert inside
+        assert sum(b["n"] for b in bins) >= len(inside)
+        for found_bin in bins:  # each bin holds an update of the file
+            assert any(
+                abs(x0 + (t - zoomed["view0"]) * zoomed["pxs"] - found_bin["x"] - 2.5) <= 3 for t in updates
+            )
+        # the wheel over the time axis zooms in around the pointer: the time under it stays put
+        at = x0 + 300
+        t_at = zoomed["view0"] + 300 / zoomed["pxs"]
+        await browser.send("Input.dispatchMouseEvent", {"type": "mouseWheel", "x": found["left"] + at, "y": top + 10, "deltaX": 0, "deltaY": -100})  # fmt: skip
+        wheeled = await settle(browser)
+        assert wheeled["view1"] - wheeled["view0"] == pytest.approx((zoomed["view1"] - zoomed["view0"]) / 1.5)
+        assert wheeled["view0"] + 300 / wheeled["pxs"] == pytest.approx(t_at)
+        assert_placed(wheeled, events, x0)
+        # a double click: the whole trace again, in seconds
+        await browser.send("Input.dispatchMouseEvent", {"type": "mousePressed", "x": found["left"] + x0 + 5, "y": y, "button": "left", "clickCount": 2})  # fmt: skip
+        await browser.send("Input.dispatchMouseEvent", {"type": "mouseReleased", "x": found["left"] + x0 + 5, "y": y, "button": "left", "clickCount": 2})  # fmt: skip
+        whole = await settle(browser)
+        assert (whole["view0"], whole["pxs"]) == (0, pytest.approx(found["pxs"]))
+        assert any(tick.endswith(" s") for tick in whole["ticks"])
+        assert assert_placed(whole, events, x0) >= 15
+        assert browser.console_errors == []
+    finally:
+        await browser.close()
+
+
+async def test_markers_at_the_same_moment_stack_and_the_legend_shows_each_shape(
+    page: tuple[Path, Path],
+) -> None:
+    _trace, html = page
+    browser, _found = await opened(html)
+    try:
+        heads = await browser.evaluate(
+            "[...document.querySelectorAll('#timeline .mark')].flatMap(el => [...el.querySelectorAll('path, circle')]"
+            ".map(h => { const r = h.getBoundingClientRect();"
+            " return {id: el.id, kind: el.dataset.kind, l: r.left, r: r.right, t: r.top, b: r.bottom}; }))"
+        )
+        assert len(heads) >= 8
+        for i, one in enumerate(heads):  # no marker's head covers another's
+            for other in heads[i + 1 :]:
+                overlap_x = min(one["r"], other["r"]) - max(one["l"], other["l"])
+                overlap_y = min(one["b"], other["b"]) - max(one["t"], other["t"])
+                assert overlap_x <= 0.5 or overlap_y <= 0.5, (one, other)
+        legend = await browser.evaluate(
+            "[...document.querySelectorAll('.legend span')].map(s => ({text: s.textContent,"
+            " shapes: [...s.querySelectorAll('svg *')].map(e => e.tagName)}))"
+        )
+        words = {item["text"]: item["shapes"] for item in legend}
+        assert "path" in words["the host's cancel"]  # a diamond
+        assert "path" in words["ladder rung taken"]  # a triangle
+        assert "circle" in words["turn resolved"]
+        assert words["when a rung was due"] == ["line"]
+        assert "rect" in words["killed"]
+        verdicts = await browser.evaluate(
+            "[...document.querySelectorAll('text.verdict')].map(t => t.textContent)"
+        )
+        assert len(verdicts) == 3
+        assert verdicts[2].startswith("the agent ignored session/cancel and kept streaming (")
     finally:
         await browser.close()

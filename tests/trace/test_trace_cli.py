@@ -222,3 +222,17 @@ def test_a_v2_trace_ends_each_turn_at_its_idle(tmp_path: Path) -> None:
     assert turn.end is not None
     assert [m.label for m in turn.updates].count("agent_message_chunk") == 3
     assert all(not t.late for t in peer.turns)
+
+
+def test_an_export_that_cannot_be_written_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    path = tmp_path / "t.ndjson"
+    assert cli("run", "--trace", str(path), "/stream 2 0").returncode == 0
+    for option in ("--chrome", "--html"):
+        done = cli("trace", str(path), option, str(tmp_path))  # a directory
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith(f"acp-driver trace: cannot write {str(tmp_path)!r}")
+        assert "Traceback" not in done.stderr
+    done = cli("trace", str(path), "--chrome", str(tmp_path / "t.json"))
+    assert done.returncode == 0
+    assert "verdict: completed (end_turn)" in done.stdout
+    assert orjson.loads((tmp_path / "t.json").read_bytes())["traceEvents"]

@@ -10,9 +10,23 @@ from .cli import MUTATIONS as CLI
 from .core import MUTATIONS as CORE
 from .driver import MUTATIONS as DRIVER
 from .other import MUTATIONS as OTHER
+from .proxy import MUTATIONS as PROXY
+from .redaction import MUTATIONS as REDACTION
 from .remote import MUTATIONS as REMOTE
 from .v2 import MUTATIONS as V2
 
-MUTATIONS: list[Mutation] = [*CORE, *AIO, *DRIVER, *AGENT, *V2, *REMOTE, *CLI, *CHECK, *OTHER]
+MUTATIONS: list[Mutation] = [
+    *CORE,
+    *AIO,
+    *DRIVER,
+    *AGENT,
+    *V2,
+    *REMOTE,
+    *PROXY,
+    *CLI,
+    *CHECK,
+    *OTHER,
+    *REDACTION,
+]
 
 __all__ = ["MUTATIONS", "Mutation"]

@@ -9,8 +9,8 @@ MUTATIONS = [
         "host-permission-cancelled-on-cancel",
         "spec MUST (prompt-turn.mdx): the client answers pending permission requests cancelled",
         "driver/_routing.py",
-        '            if request.cancelled_by_turn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n            if session.spans',
-        "            if session.spans",
+        '            if request.cancelled_by_turn:\n                return {"outcome": dict(CANCELLED_OUTCOME)}\n            if session.life',
+        "            if session.life",
         ("tests/driver/test_reference_behaviors.py::test_cancel_answers_pending_permission",),
     ),
     Mutation(
@@ -127,8 +127,8 @@ MUTATIONS = [
         "unknown-update-kind-is-the-sessions",
         "an update of a kind the version does not know is kept as the session's, never late",
         "driver/_session.py",
-        "            if update.kind not in turn_kinds:  # about the session (or unknown): valid any time\n",
-        '            if update.kind not in turn_kinds and update.kind != "unknown":\n',
+        "            else:  # about the session (or unknown): valid any time\n",
+        '            elif kind != "unknown":\n',
         ("tests/driver/test_faults.py::test_updates_after_the_response_are_late",),
     ),
     Mutation(

@@ -383,7 +383,9 @@ MUTATIONS = [
         "remote/_http.py",
         "        async with timeout_on(server.clock, server.settings.initialize_timeout):\n",
         "        async with timeout_on(None, server.settings.initialize_timeout):\n",
-        ("tests/remote/test_serve_fake_time.py::test_an_initialize_the_agent_never_answers_is_504_at_the_timeout_on_the_clock",),
+        (
+            "tests/remote/test_serve_fake_time.py::test_an_initialize_the_agent_never_answers_is_504_at_the_timeout_on_the_clock",
+        ),
     ),
     Mutation(
         "client-close-grace-on-the-clock",

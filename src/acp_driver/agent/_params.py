@@ -1,10 +1,12 @@
 """The required shape of the params of every method the agent runtime serves, checked cheaply.
 
-``REQUIRED`` mirrors the ``required`` members of the ACP schema's request types (a test keeps
-the two in step): for each method, the members that must be present and the JSON type each
-must have. ``check_params`` is one dict lookup and a type check per required member -- no
-schema engine on the hot path. A request that breaks it is answered ``-32602`` with the reason
-before any agent code runs. (Optional members are checked where they are used.)
+What is required comes from the protocol version the connection speaks
+(``ProtocolProfile.requirements``, one table per version from that version's schema): for each
+method, the members that must be present and the JSON type each must have, and for each content
+block of a prompt, the members its ``type`` requires. ``check_params`` is one dict lookup and a
+type check per required member -- no schema engine on the hot path. A request that breaks it is
+answered ``-32602`` with the reason before any agent code runs. (Optional members are checked
+where they are used.)
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from .. import protocol as p
-from ..core import RpcError
+from ..core import ProtocolProfile, RpcError
 
 _JSON_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "string": (str,),
@@ -20,21 +22,6 @@ _JSON_TYPES: Final[dict[str, tuple[type, ...]]] = {
     "array": (list,),
     "object": (dict,),
 }
-
-REQUIRED: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    p.INITIALIZE: (("protocolVersion", "integer"),),
-    p.AUTHENTICATE: (("methodId", "string"),),
-    p.SESSION_NEW: (("cwd", "string"), ("mcpServers", "array")),
-    p.SESSION_LOAD: (("sessionId", "string"), ("cwd", "string"), ("mcpServers", "array")),
-    p.SESSION_RESUME: (("sessionId", "string"), ("cwd", "string")),
-    p.SESSION_LIST: (),
-    p.SESSION_CLOSE: (("sessionId", "string"),),
-    p.SESSION_SET_MODE: (("sessionId", "string"), ("modeId", "string")),
-    p.SESSION_SET_CONFIG_OPTION: (("sessionId", "string"), ("configId", "string"), ("value", "any")),
-    p.SESSION_PROMPT: (("sessionId", "string"), ("prompt", "array")),
-    p.SESSION_CANCEL: (("sessionId", "string"),),
-}
-"""method -> ((member, JSON type), ...), from the schema's ``required`` lists."""
 
 
 def _json_type(value: Any) -> str:
@@ -48,31 +35,43 @@ def _json_type(value: Any) -> str:
     return "number" if isinstance(value, float) else type(value).__name__
 
 
-def params_problem(method: str, params: Any) -> str | None:
-    """Why ``params`` do not have the required shape of ``method`` (None: they do)."""
-    required = REQUIRED.get(method)
+def params_problem(profile: ProtocolProfile, method: str, params: Any) -> str | None:
+    """Why ``params`` do not have the shape ``profile``'s schema requires of ``method`` (None:
+    they do)."""
+    required = profile.requirements.methods.get(method)
     if required is None:
         return None
     if type(params) is not dict:
         if params is None and not required:
             return None
         return f"{method} params must be an object, got {_json_type(params)}"
-    for member, json_type in required:
-        value = params.get(member, _MISSING)
-        if value is _MISSING:
-            return f'{method}: missing required member "{member}"'
-        if json_type != "any" and type(value) not in _JSON_TYPES[json_type]:  # a bool is no integer
-            return f'{method}: "{member}" must be {_article(json_type)}, got {_json_type(value)}'
-    if method == p.SESSION_PROMPT:
+    problem = _members_problem(method, params, required)
+    if problem is None and method == p.SESSION_PROMPT:
+        blocks = profile.requirements.content_blocks
         for i, block in enumerate(params["prompt"]):
-            if type(block) is not dict or type(block.get("type")) is not str:
+            if type(block) is not dict or type(kind := block.get("type")) is not str:
                 return f'{method}: prompt[{i}] must be a content block (an object with a string "type")'
+            members = blocks.get(kind)  # a type the schema does not know: the agent's to judge
+            if members is not None:
+                problem = _members_problem(f"{method}: prompt[{i}] ({kind})", block, members)
+                if problem is not None:
+                    return problem
+    return problem
+
+
+def _members_problem(what: str, value: dict[str, Any], required: tuple[tuple[str, str], ...]) -> str | None:
+    for member, json_type in required:
+        found = value.get(member, _MISSING)
+        if found is _MISSING:
+            return f'{what}: missing required member "{member}"'
+        if json_type != "any" and type(found) not in _JSON_TYPES[json_type]:  # a bool is no integer
+            return f'{what}: "{member}" must be {_article(json_type)}, got {_json_type(found)}'
     return None
 
 
-def check_params(method: str, params: Any) -> dict[str, Any]:
+def check_params(profile: ProtocolProfile, method: str, params: Any) -> dict[str, Any]:
     """``params`` as an object, or ``RpcError`` ``-32602`` naming what is wrong."""
-    problem = params_problem(method, params)
+    problem = params_problem(profile, method, params)
     if problem is not None:
         raise RpcError.invalid_params(problem)
     return params if type(params) is dict else {}

@@ -32,7 +32,7 @@ from typing import Any
 
 from .. import protocol as p
 from ..aio import Clock, Connection, LoopClock, current_request, wait_on
-from ..core import V1, ErrorCode, ProtocolProfile, RpcError, TurnEnd, negotiate
+from ..core import V1, ErrorCode, ProtocolProfile, RpcError, negotiate
 from ._params import check_params, params_problem
 from ._spans import Spans
 from ._turn import Session, Turn
@@ -181,8 +181,8 @@ class AgentRuntime:
             if _implements(agent, attr) or method in _V2_BASELINE:
                 conn.on_request(method, handler)
         if agent.auth_methods and _implements(agent, "authenticate"):
-            conn.on_request(p.AUTHENTICATE, self._authenticate)
-            conn.on_request(p.AUTH_LOGIN, self._authenticate)
+            for method in (p.AUTHENTICATE, p.AUTH_LOGIN):  # v1's name, v2's
+                conn.on_request(method, self._authenticate_as(method))
         for name, handler in agent.extensions().items():
             if not name.startswith("_"):
                 raise ValueError(f"extension method names start with '_': {name!r}")
@@ -217,37 +217,33 @@ class AgentRuntime:
     # ------------------------------------------------------------------ handlers
 
     async def _initialize(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.INITIALIZE, params)
+        params = check_params(self.profile, p.INITIALIZE, params)  # what every version requires
         version = params.get("protocolVersion")
         if type(version) is not int:
             raise RpcError.invalid_params('"protocolVersion" must be an integer')
         # Version negotiation: the client's version if we speak it, else the highest below it
         # (a client asking 0 gets 1). v2 names its fields info/capabilities; a client asking 2
         # may send v1's names too, so that a v1 agent can answer it.
-        self.profile = negotiate(version, self.agent.protocol_versions)
+        profile = negotiate(version, self.agent.protocol_versions)
+        if profile.version == version:  # the client wrote this version's initialize: its schema
+            check_params(profile, p.INITIALIZE, params)
+        self.profile = profile
         self.protocol_version = self.profile.version
-        v2 = self.profile.turn_end is TurnEnd.IDLE_STATE
-        if v2:
+        if profile.holds_prompts:
             self.spans.install()  # the version's handlers for prompts, cancels, close, resume
-        caps = params.get("capabilities" if v2 else "clientCapabilities")
+        caps = params.get(profile.client_capabilities_field)
         self.client_capabilities = caps if isinstance(caps, dict) else {}
-        info = params.get("info" if v2 else "clientInfo")
+        info = params.get(profile.client_info_field)
         self.client_info = info if isinstance(info, dict) else None
         agent_info: dict[str, Any] = {"name": self.agent.name, "version": self.agent.version}
         if self.agent.title:
             agent_info["title"] = self.agent.title
-        if v2:
-            return {
-                "protocolVersion": self.protocol_version,
-                "info": agent_info,
-                "capabilities": self.capabilities_v2(),
-                "authMethods": list(self.agent.auth_methods),
-            }
+        advertised = {1: self.capabilities, 2: self.capabilities_v2}[profile.version]
         return {
             "protocolVersion": self.protocol_version,
-            "agentCapabilities": self.capabilities(),
+            profile.capabilities_field: advertised(),
             "authMethods": list(self.agent.auth_methods),
-            "agentInfo": agent_info,
+            profile.info_field: agent_info,
         }
 
     def capabilities_v2(self) -> dict[str, Any]:
@@ -260,12 +256,15 @@ class AgentRuntime:
         }
         return {"session": {"prompt": prompt}}
 
-    async def _authenticate(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.AUTHENTICATE, params)
-        method_id = params.get("methodId")
-        if not isinstance(method_id, str):
-            raise RpcError.invalid_params('"methodId" must be a string')
-        return await self.agent.authenticate(method_id, params) or {}
+    def _authenticate_as(self, method: str) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+        async def authenticate(params: Any) -> dict[str, Any]:
+            params = check_params(self.profile, method, params)
+            method_id = params.get("methodId")
+            if not isinstance(method_id, str):
+                raise RpcError.invalid_params('"methodId" must be a string')
+            return await self.agent.authenticate(method_id, params) or {}
+
+        return authenticate
 
     def _open_session(self, session_id: str, params: dict[str, Any]) -> Session:
         cwd = params.get("cwd")
@@ -276,7 +275,7 @@ class AgentRuntime:
         return session
 
     async def _new_session(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.SESSION_NEW, params)
+        params = check_params(self.profile, p.SESSION_NEW, params)
         session = self._open_session(f"sess_{uuid.uuid4().hex[:16]}", params)
         try:
             extra = await self.agent.new_session(session)
@@ -286,7 +285,7 @@ class AgentRuntime:
         return {"sessionId": session.id, **(extra or {})}
 
     async def _load_session(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.SESSION_LOAD, params)
+        params = check_params(self.profile, p.SESSION_LOAD, params)
         session = self._open_session(_session_id(params), params)
         try:
             return await self.agent.load_session(session) or {}
@@ -295,16 +294,16 @@ class AgentRuntime:
             raise
 
     async def _resume_session(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.SESSION_RESUME, params)
+        params = check_params(self.profile, p.SESSION_RESUME, params)
         sid = _session_id(params)
         session = self.sessions.get(sid) or self._open_session(sid, params)
         return await self.agent.resume_session(session) or {}
 
     async def _list_sessions(self, params: Any) -> dict[str, Any]:
-        return await self.agent.list_sessions(check_params(p.SESSION_LIST, params))
+        return await self.agent.list_sessions(check_params(self.profile, p.SESSION_LIST, params))
 
     async def _close_session(self, params: Any) -> dict[str, Any]:
-        session = self._session(check_params(p.SESSION_CLOSE, params))
+        session = self._session(check_params(self.profile, p.SESSION_CLOSE, params))
         if session.turn is not None:
             await self._cancel_and_wait(session.turn, "session/close")
         await self.agent.close_session(session)
@@ -312,7 +311,7 @@ class AgentRuntime:
         return {}
 
     async def _set_mode(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.SESSION_SET_MODE, params)
+        params = check_params(self.profile, p.SESSION_SET_MODE, params)
         session = self._session(params)
         mode_id = params.get("modeId")
         if not isinstance(mode_id, str):
@@ -322,7 +321,7 @@ class AgentRuntime:
         return result or {}
 
     async def _set_config_option(self, params: Any) -> dict[str, Any]:
-        params = check_params(p.SESSION_SET_CONFIG_OPTION, params)
+        params = check_params(self.profile, p.SESSION_SET_CONFIG_OPTION, params)
         session = self._session(params)
         config_id = params.get("configId")
         if not isinstance(config_id, str):
@@ -339,7 +338,7 @@ class AgentRuntime:
     # ------------------------------------------------------------------ prompt turns
 
     async def _prompt(self, params: Any) -> Any:
-        params = check_params(p.SESSION_PROMPT, params)
+        params = check_params(self.profile, p.SESSION_PROMPT, params)
         session = self._session(params)
         if session.turn is not None:
             raise RpcError(
@@ -449,7 +448,7 @@ class AgentRuntime:
 
     def _turn_to_cancel(self, params: Any, *, log: bool) -> Session | None:
         """The session whose running turn ``session/cancel`` names (None: nothing to cancel)."""
-        problem = params_problem(p.SESSION_CANCEL, params)
+        problem = params_problem(self.profile, p.SESSION_CANCEL, params)
         if problem is not None:  # a notification: never answered, only logged
             if log:
                 logger.debug("ignoring session/cancel: invalid params: %s", problem)

@@ -3,6 +3,8 @@
 In v2 the runtime, not the agent's code, keeps the lifecycle (an agent written on the runtime
 only writes ``prompt(turn)``, as for v1):
 
+- ``session/prompt`` with a content block the agent does not take (not ``text`` or
+  ``resource_link``, nor opted in by ``Agent.prompt_capabilities``) is ``-32602`` at once.
 - ``session/prompt`` is **held** while the session works (answered by nobody yet), then
   **inserted** in the order the prompts came: the runtime sends the ``user_message`` (with the
   ``messageId`` it made), ``state_update running``, answers the prompt ``{"messageId": ...}`` and
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import current_request, wait_on
-from ..core import RequestCancelledError, RpcError
+from ..core import ConnectionClosedError, RequestCancelledError, RpcError
 from ._params import check_params, params_problem
 from ._turn import Session, Turn
 
@@ -68,7 +70,8 @@ class Spans:
     async def prompt(self, params: Any) -> dict[str, Any]:
         """``session/prompt`` in v2: hold, insert, answer with the message id, start the span."""
         runtime = self.runtime
-        params = check_params(p.SESSION_PROMPT, params)
+        params = check_params(self.runtime.profile, p.SESSION_PROMPT, params)
+        _refuse_unsupported_blocks(runtime.agent.prompt_capabilities, params["prompt"])
         session = runtime._session(params)
         ctx = current_request()
         task = asyncio.current_task()
@@ -83,7 +86,9 @@ class Spans:
                 # closing: answered -32800 by the connection; the running span is untouched.
                 if entry in session.held:
                     session.held.remove(entry)
-                    self._release_next(session)
+                # Also when its gate was opened already (the cancel was read in the iteration that
+                # released it): it was next, so the one after it is now.
+                self._release_next(session)
                 raise
         if session.closed:
             raise RequestCancelledError("the session was closed")
@@ -165,6 +170,8 @@ class Spans:
         session.work_state = "idle"
         try:
             await self._send(session, update)
+        except ConnectionClosedError:  # the client is gone: no one to tell (and no task error left)
+            logger.debug("connection closed before the idle of %s", session.id)
         finally:
             self._finish(session, turn)
 
@@ -245,7 +252,7 @@ class Spans:
     async def session_cancel(self, params: Any) -> None:
         """``session/cancel``: the span and the prompts held now (never one sent after it)."""
         runtime = self.runtime
-        problem = params_problem(p.SESSION_CANCEL, params)
+        problem = params_problem(self.runtime.profile, p.SESSION_CANCEL, params)
         if problem is not None:  # a notification: never answered, only logged
             logger.debug("ignoring session/cancel: invalid params: %s", problem)
             return
@@ -263,7 +270,7 @@ class Spans:
         """``session/close``: its work cancelled, the idle ``cancelled`` sent, then the answer and
         nothing more of the session. An unknown session is ``-32002`` (clients count it closed)."""
         runtime = self.runtime
-        session = runtime._session(check_params(p.SESSION_CLOSE, params))
+        session = runtime._session(check_params(self.runtime.profile, p.SESSION_CLOSE, params))
         await self.close(session)
         if _implements_close(runtime):
             await runtime.agent.close_session(session)
@@ -275,7 +282,7 @@ class Spans:
         the answer. A session this runtime does not hold is resumed only by an agent that
         implements ``resume_session``; else ``-32002``."""
         runtime = self.runtime
-        params = check_params(p.SESSION_RESUME, params)
+        params = check_params(self.runtime.profile, p.SESSION_RESUME, params)
         replay = params.get("replayFrom")
         if replay is not None and not (isinstance(replay, dict) and replay.get("type") == "start"):
             raise RpcError.invalid_params(
@@ -301,10 +308,9 @@ class Spans:
         """``tool_call/cancel``: accepted (the agent's code is told; it confirms with a final
         ``tool_call_update``) for a tool call that advertises it and is not final; else
         ``-32602``. It does not change the foreground state by itself."""
-        if not isinstance(params, dict):
-            raise RpcError.invalid_params("params must be an object")
+        params = check_params(self.runtime.profile, p.TOOL_CALL_CANCEL, params)
         session = self.runtime._session(params)
-        call = session.tool_calls.get(params.get("toolCallId"))  # type: ignore[arg-type]
+        call = session.tool_calls.get(params["toolCallId"])
         if call is None or call.final or not call.cancellable:
             raise RpcError.invalid_params(
                 "unknown, final or not cancellable tool call", {"toolCallId": params.get("toolCallId")}
@@ -315,7 +321,7 @@ class Spans:
     async def list_sessions(self, params: Any) -> dict[str, Any]:
         """``session/list``: the agent's own listing, or the sessions this runtime holds."""
         runtime = self.runtime
-        params = check_params(p.SESSION_LIST, params)
+        params = check_params(self.runtime.profile, p.SESSION_LIST, params)
         if _implements_list(runtime):
             return await runtime.agent.list_sessions(params)
         cwd = params.get("cwd")
@@ -326,6 +332,27 @@ class Spans:
                 if not s.closed and (cwd is None or s.cwd == cwd)
             ]
         }
+
+
+_BASELINE_BLOCKS = frozenset({"text", "resource_link"})
+"""Content blocks every v2 agent takes in a prompt; the others only where advertised."""
+_OPT_IN_BLOCKS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+"""block type -> the prompt capability that admits it (``Agent.prompt_capabilities``)."""
+
+
+def _refuse_unsupported_blocks(capabilities: dict[str, bool], prompt: list[dict[str, Any]]) -> None:
+    """v2 (ContentBlock): "Agents MUST reject a session/prompt request with a content block type
+    they do not support with -32602" -- before the prompt is held or inserted."""
+    for i, block in enumerate(prompt):
+        kind = block["type"]
+        if kind in _BASELINE_BLOCKS or capabilities.get(_OPT_IN_BLOCKS.get(kind, "")):
+            continue
+        shown = kind if len(kind) <= 40 else kind[:40] + "..."
+        raise RpcError.invalid_params(
+            f"session/prompt: prompt[{i}] is a {shown!r} block, which this agent does not take "
+            "(capabilities.session.prompt)",
+            {"type": shown},
+        )
 
 
 def _not_in_v2(method: str) -> Any:

@@ -14,15 +14,31 @@ import collections
 import itertools
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import protocol as p
-from ..core import AcpError, AgentTurnEvent, AgentTurnMachine, RpcError, TurnEnd
+from ..core import AcpError, AgentTurnEvent, AgentTurnMachine, RpcError
 
 if TYPE_CHECKING:
     from ._runtime import AgentRuntime
 
 _tool_ids = itertools.count(1)
+
+
+class _Foreground(Protocol):
+    """Where a turn reports the session's foreground state (v2's ``state_update``)."""
+
+    async def set_state(self, session: Session, state: str) -> None: ...
+
+
+class _NoForeground:
+    """A version without foreground states (v1): nothing to report."""
+
+    async def set_state(self, session: Session, state: str) -> None:
+        return None
+
+
+_NO_FOREGROUND = _NoForeground()
 
 
 class TurnEndedError(AcpError):
@@ -175,8 +191,10 @@ class Turn:
         """v2: the runtime's task that ends the span (done once its idle is sent)."""
         self._ids: dict[str, str] = {}
         self._permissions = 0
-        self._spans = runtime.spans if runtime.profile.turn_end is TurnEnd.IDLE_STATE else None
-        """v2: the runtime's span lifecycle (the foreground state a permission question changes)."""
+        self._foreground: _Foreground = runtime.spans if runtime.profile.holds_prompts else _NO_FOREGROUND
+        """Where the session's foreground state is reported (v2: the runtime's spans; a version
+        with no such state: nowhere)."""
+        self._cancellable_calls = runtime.profile.cancellable_tool_calls
 
     @property
     def cancel_requested(self) -> bool:
@@ -251,7 +269,7 @@ class Turn:
         call = ToolCall(self, tool_call_id or f"call_{next(_tool_ids)}", title, kind)
         call.status = status
         update = self._shapes.new_tool_call(call.id, title, kind, status)
-        if cancellable and self._spans is not None:  # v2: tool_call/cancel is allowed for it
+        if cancellable and self._cancellable_calls:  # the version has tool_call/cancel
             call.cancellable = True
             update["capabilities"] = {"cancel": {}}
         update.update(fields)
@@ -281,17 +299,15 @@ class Turn:
             ]
         call = tool_call.as_update() if isinstance(tool_call, ToolCall) else tool_call
         params = self._shapes.permission(self.session.id, call, options)
-        spans = self._spans
-        if spans is not None:  # v2: blocked on the user while a question is pending
-            self._permissions += 1
-            await spans.set_state(self.session, "requires_action")
+        foreground = self._foreground
+        self._permissions += 1  # blocked on the user while a question is pending
+        await foreground.set_state(self.session, "requires_action")
         try:
             response = await self.request(p.SESSION_REQUEST_PERMISSION, params)
         finally:
-            if spans is not None:
-                self._permissions -= 1
-                if not self._permissions and not self.ended and not self.cancel_requested:
-                    await spans.set_state(self.session, "running")
+            self._permissions -= 1
+            if not self._permissions and not self.ended and not self.cancel_requested:
+                await foreground.set_state(self.session, "running")
         outcome = response.get("outcome") if isinstance(response, dict) else None
         if not isinstance(outcome, dict) or "outcome" not in outcome:
             raise RpcError(-32603, "invalid permission response from the client", {"response": response})

@@ -3,11 +3,12 @@
 Names load lazily (``acp_driver._lazy``): an agent does not import the process supervision.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
-from .._lazy import lazy_exports
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._agent_process": ("AgentProcess",),
@@ -51,7 +52,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     },
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._agent_process import AgentProcess as AgentProcess
     from ._clock import Clock as Clock
     from ._clock import LoopClock as LoopClock

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import collections.abc
 import sys
-from collections.abc import Sequence
+
+__all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: collections.abc.Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args and args[0] == "agent":
@@ -18,6 +20,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._serve import serve_cli  # its own parser: nothing of it loads for other commands
 
             return serve_cli(args[1:])
+        if args and args[0] == "proxy":
+            from ._proxy import proxy_cli  # stdio relay: no network extra, no driver
+
+            return proxy_cli(args[1:])
         if args and args[0] == "trace":
             from ._trace_cmd import trace_main  # reads a trace file: no driver, no asyncio
 

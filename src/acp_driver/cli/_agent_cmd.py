@@ -15,15 +15,20 @@ def _options(argv: list[str]) -> tuple[str, int, tuple[int, ...]]:
     import argparse
 
     from ..reference_agent import BEHAVIORS, __doc__
+    from ._options import HelpFormatter
 
     parser = argparse.ArgumentParser(
         prog="acp-driver agent",
         description="Run the bundled reference ACP agent on stdin/stdout.",
         epilog=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "--behavior", choices=BEHAVIORS, default="polite", help="misbehave like real agents do"
+        "--behavior",
+        choices=BEHAVIORS,
+        default="polite",
+        metavar="NAME",
+        help="misbehave like real agents do (the names are listed below)",
     )
     parser.add_argument(
         "--protocol",

@@ -51,6 +51,11 @@ WITHDRAW_RULE = "agent withdraws its pending permission request on cancel ($/can
 MALFORMED_RULE = "a malformed line does not kill the agent"
 EOF_RULE = "exits after stdin EOF"
 
+NEVER_ASKED = "not applicable: the agent never asked for permission"
+IF_IT_ASKS = "; if it has a permission flow, pass a --permission-prompt that makes it ask (or a --mode that asks, or --terminal)"
+"""A permission rule's evidence when the turn ended without a permission request: an agent
+without a permission flow is not failed, nor left inconclusive, by the rules about one."""
+
 BARRIER = "_acp_driver/audit_barrier"
 """The audit's request of a method nobody has (its answer: everything sent before it was read)."""
 
@@ -68,6 +73,41 @@ class CheckResult:
     elapsed: float = 0.0
     trace_event: int | None = None
     """With ``--trace``: the id of this verdict's event in the trace (its moments are linked there)."""
+    proves: str | None = None
+    """What this result proved about the agent, for the rules that depend on it (``WEDGED``,
+    ``UNCANCELLABLE``): those are decided at once, skipped, naming this rule."""
+
+
+WEDGED = "wedged"
+"""A prompt drew no turn activity and no end within ``--timeout``, nor in ``--timeout`` after
+``session/cancel``: the agent does not work on prompts at all. Every rule that needs a turn to
+make progress is decided at once."""
+
+UNCANCELLABLE = "uncancellable"
+"""The work went on (or stood still) for ``--timeout`` after ``session/cancel`` without ending:
+the rules that need a cancel to end the work are decided at once."""
+
+
+def requests_after(probe: Probe, request_id: Any, session_id: str) -> list[dict[str, Any]]:
+    """The agent's requests about ``session_id`` (a tool's file write, a terminal, a permission)
+    that came after the answer to ``request_id``, in wire order (none if it was not answered)."""
+    answered = next(
+        (i for i, (_at, m) in enumerate(probe.incoming) if "method" not in m and m.get("id") == request_id),
+        None,
+    )
+    return [] if answered is None else requests_since(probe, answered, session_id)
+
+
+def requests_since(probe: Probe, index: int, session_id: str) -> list[dict[str, Any]]:
+    """The agent's requests about ``session_id`` after the ``index``-th message it sent."""
+    return [
+        m
+        for _at, m in probe.incoming[index + 1 :]
+        if "id" in m
+        and isinstance(m.get("method"), str)
+        and isinstance(m.get("params"), dict)
+        and m["params"].get("sessionId") == session_id
+    ]
 
 
 def _refused_note(reply: dict[str, Any] | None, method: str) -> str:
@@ -92,10 +132,10 @@ async def check_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckResu
     said = _refused_note(refused, p.SESSION_CANCEL)
     if kind in ("timeout", "gone"):
         what = f"no answer within {opts.timeout:g} s" if kind == "timeout" else str(value)
-        return [
-            CheckResult(CANCEL_RULE, MUST, FAIL, f"{what} ({when}){said}", elapsed),
-            CheckResult(AFTER_RULE, MUST, SKIP, "the prompt was never answered"),
-        ]
+        failed = CheckResult(CANCEL_RULE, MUST, FAIL, f"{what} ({when}){said}", elapsed)
+        if kind == "timeout":
+            failed.proves = WEDGED if probe.first_activity(started) is None else UNCANCELLABLE
+        return [failed, CheckResult(AFTER_RULE, MUST, SKIP, "the prompt was never answered")]
     stop = stop_reason(kind, value)
     if kind == "error":
         assert isinstance(value, RpcError)
@@ -109,11 +149,18 @@ async def check_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckResu
         first = CheckResult(CANCEL_RULE, MUST, verdict, evidence, elapsed)
     await asyncio.sleep(min(1.0, opts.timeout))  # watch for stragglers
     late = probe.updates_after_answer(ids[0], sid)
-    if late:
+    asked = requests_after(probe, ids[0], sid)
+    if late or asked:
         kinds = sorted({str(update_kind(m)) for m in late})
-        second = CheckResult(
-            AFTER_RULE, MUST, FAIL, f"{len(late)} update(s) after the response: {', '.join(kinds)}"
-        )
+        went_on: list[str] = [f"{len(late)} update(s) after the response: {', '.join(kinds)}"] if late else []
+        if asked:
+            went_on.append(
+                f"{len(asked)} request(s) after it: {', '.join(sorted({str(m['method']) for m in asked}))}"
+            )
+        late_work = "; ".join(went_on)
+        if stop == "cancelled":
+            late_work = f"cancel not confirmed: the work went on after stopReason 'cancelled': {late_work}"
+        second = CheckResult(AFTER_RULE, MUST, FAIL, late_work)
     else:
         second = CheckResult(AFTER_RULE, MUST, PASS, "none in the second after the response")
     if first.result == FAIL and kind == "result" and refused is None and maybe_race(probe, busy, elapsed):
@@ -323,8 +370,9 @@ async def check_permission(opts: argparse.Namespace, probe: Probe) -> list[Check
         probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
         if task.done():
             kind, value = await outcome(probe, task, 0)
-            why = f"the turn ended ({describe(kind, value)}) without asking permission"
-        elif probe.peer_gone.is_set():
+            why = f"{NEVER_ASKED} (the turn ended {describe(kind, value)} without asking){IF_IT_ASKS}"
+            return [CheckResult(PERMISSION_RULE, MUST, NA, why), CheckResult(WITHDRAW_RULE, INFO, NA, why)]
+        if probe.peer_gone.is_set():
             why = await probe.gone_reason_after_exit()
         else:
             why = f"no permission request within {opts.timeout:g} s"
@@ -434,14 +482,18 @@ class Check:
     run: Callable[[argparse.Namespace, Probe], Awaitable[list[CheckResult]]]
     rules: tuple[tuple[str, str], ...]
     """(rule, level) of every result ``run`` returns: for a check that could not run."""
+    title: str = ""
+    """What the check does, for the progress line ("session/cancel mid-turn")."""
+    unless: str | None = None
+    """``WEDGED`` or ``UNCANCELLABLE``: the check is not run (its rules are skipped at once) when
+    the first check proved that about the agent."""
 
 
-CHECKS: list[Check] = [
-    Check(check_cancel, ((CANCEL_RULE, MUST), (AFTER_RULE, MUST))),
-    Check(check_cancel_request, ((CANCEL_REQUEST_RULE, MAY),)),
-    Check(check_notifications, ((NOTIFICATION_RULE, MUST), (UNKNOWN_METHOD_RULE, SHOULD))),
-    Check(check_idle_cancel, ((IDLE_RULE, MUST),)),
-    Check(check_permission, ((PERMISSION_RULE, MUST), (WITHDRAW_RULE, INFO))),
-    Check(check_malformed, ((MALFORMED_RULE, SHOULD),)),
-    Check(check_eof, ((EOF_RULE, SHOULD),)),
-]
+NOTIFICATIONS_CHECK = Check(
+    check_notifications,
+    ((NOTIFICATION_RULE, MUST), (UNKNOWN_METHOD_RULE, SHOULD)),
+    "notifications and an unknown method",
+)
+MALFORMED_CHECK = Check(check_malformed, ((MALFORMED_RULE, SHOULD),), "a malformed line")
+EOF_CHECK = Check(check_eof, ((EOF_RULE, SHOULD),), "stdin EOF")
+"""The checks that hold in both versions (the same code)."""

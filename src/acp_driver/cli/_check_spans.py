@@ -197,6 +197,17 @@ def after_the_end(probe: Probe, sid: str, since: float, idle: Seen) -> list[Seen
     ]
 
 
+def work_after(probe: Probe, sid: str, idle: Seen) -> list[Seen]:
+    """Every turn update of ``sid`` after ``idle`` but the background work it lists: with no
+    prompt sent since, work of no span (the ended one's, going on)."""
+    background = background_of(idle)
+    return [
+        seen
+        for seen in updates(probe, sid, kinds=probe.activity_kinds)
+        if seen.index > idle.index and not (keys_of(seen) and keys_of(seen) <= background)
+    ]
+
+
 def kinds_of(seen: list[Seen]) -> str:
     return ", ".join(sorted({str(s.kind) for s in seen}))
 

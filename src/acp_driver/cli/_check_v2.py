@@ -1,4 +1,4 @@
-"""The rules ``acp-driver check`` audits an ACP v2 agent by, in order (``CHECKS_V2``): here the
+"""The rules ``acp-driver check`` audits an ACP v2 agent by (in order: ``_check_catalog.CHECKS_V2``): here the
 prompt lifecycle, the cancel of running work and a cancel on an idle session; held prompts are
 in ``_check_v2_held``, the session-level rules (permissions, close, resume) in
 ``_check_v2_session``; the v1 rules that still hold in v2 (notifications, unknown methods,
@@ -18,22 +18,16 @@ import time
 
 from .. import protocol as p
 from ._check_rules import (
-    EOF_RULE,
     FAIL,
     IDLE_RULE,
-    MALFORMED_RULE,
     MUST,
-    NOTIFICATION_RULE,
     PASS,
-    SHOULD,
     SKIP,
-    UNKNOWN_METHOD_RULE,
-    Check,
+    UNCANCELLABLE,
+    WEDGED,
     CheckResult,
     _refused_note,
-    check_eof,
-    check_malformed,
-    check_notifications,
+    requests_since,
 )
 from ._check_spans import (
     BUSY_STATES,
@@ -59,28 +53,9 @@ from ._check_spans import (
     wait_busy_v2,
     wait_idle,
     wait_reply,
+    work_after,
 )
 from ._check_turns import BUSY_HINT, IN_FLIGHT, RACE_BOUND, Busy, in_flight, maybe_race, ms, refusal
-from ._check_v2_held import (
-    CANCEL_HELD_RULE,
-    HELD_RULE,
-    LATER_PROMPT_RULE,
-    WITHDRAW_HELD_RULE,
-    check_v2_held,
-)
-from ._check_v2_session import (
-    CLOSE_AFTER_RULE,
-    CLOSE_RULE,
-    CLOSE_UNKNOWN_RULE,
-    REQUIRES_ACTION_RULE,
-    RESUME_RULE,
-    RESUME_RUNNING_RULE,
-    V2_PERMISSION_RULE,
-    V2_WITHDRAW_RULE,
-    check_v2_close,
-    check_v2_permission,
-    check_v2_resume,
-)
 from ._probe import Probe, SetupError
 from ._text import excerpt
 
@@ -89,19 +64,6 @@ USER_MESSAGE_RULE = "a user_message with the prompt's messageId"
 RUNNING_RULE = "running reported when the work starts"
 V2_CANCEL_RULE = "session/cancel ends the work with idle stopReason cancelled"
 V2_AFTER_RULE = "no update of the cancelled work after its idle"
-
-BUSY_RULES_V2 = (
-    V2_CANCEL_RULE,
-    V2_AFTER_RULE,
-    HELD_RULE,
-    WITHDRAW_HELD_RULE,
-    CANCEL_HELD_RULE,
-    LATER_PROMPT_RULE,
-    CLOSE_RULE,
-    CLOSE_AFTER_RULE,
-    RESUME_RUNNING_RULE,
-)
-"""The v2 rules a --busy-prompt too short to cancel leaves untested."""
 
 INSERT_WAIT = 2.0
 """How long the audit waits for a busy prompt's answer while its work runs, before cancelling."""
@@ -253,7 +215,8 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
     when = busy.describe()
     idle = await wait_idle(probe, sid, busy.sent, opts.timeout)
-    await settle(probe, min(STRAGGLERS, opts.timeout))  # stragglers after the idle
+    if idle is not None:
+        await settle(probe, min(STRAGGLERS, opts.timeout))  # stragglers after the idle
     lifecycle = _lifecycle(probe, prompt, idle, busy)
     refused = refusal(probe, busy.sent, p.SESSION_CANCEL)
     said = _refused_note(refused, p.SESSION_CANCEL)
@@ -261,11 +224,9 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         late = updates(probe, sid, busy.sent + IN_FLIGHT, probe.activity_kinds)
         still = f", {len(late)} update(s) of it after the cancel" if late else ""
         evidence = f"no idle within {opts.timeout:g} s after session/cancel: the work never ended{still} ({when}){said}"
-        return [
-            *lifecycle,
-            CheckResult(V2_CANCEL_RULE, MUST, FAIL, evidence, opts.timeout),
-            CheckResult(V2_AFTER_RULE, MUST, SKIP, "no idle ended the work"),
-        ]
+        failed = CheckResult(V2_CANCEL_RULE, MUST, FAIL, evidence, opts.timeout)
+        failed.proves = WEDGED if probe.first_activity(prompt.sent) is None else UNCANCELLABLE
+        return [*lifecycle, failed, CheckResult(V2_AFTER_RULE, MUST, SKIP, "no idle ended the work")]
     elapsed = idle.at - busy.sent
     stop = stop_of(idle)
     evidence = f"{describe_idle(idle)} {ms(elapsed)} after session/cancel ({when}){said}"
@@ -294,10 +255,23 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
             else:
                 first.evidence += f"{flight}; uncancelled work runs on longer ({ms(limit)})"
     late = after_the_end(probe, sid, prompt.sent, idle)
-    if late:
-        second = CheckResult(
-            V2_AFTER_RULE, MUST, FAIL, f"{len(late)} update(s) of the work after its idle: {kinds_of(late)}"
+    if (
+        first.result != SKIP
+    ):  # no control prompt ran: any work of the session after the idle is the cancelled one's
+        late += [s for s in work_after(probe, sid, idle) if s not in late]
+    asked = requests_since(probe, idle.index, sid) if first.result != SKIP else []
+    if late or asked:
+        what: list[str] = (
+            [f"{len(late)} update(s) of the work after its idle: {kinds_of(late)}"] if late else []
         )
+        if asked:
+            what.append(
+                f"{len(asked)} request(s) after it: {', '.join(sorted({str(m['method']) for m in asked}))}"
+            )
+        said = "; ".join(what)
+        if stop == "cancelled":
+            said = f"cancel not confirmed: the work went on after its idle 'cancelled': {said}"
+        second = CheckResult(V2_AFTER_RULE, MUST, FAIL, said)
     else:
         second = CheckResult(V2_AFTER_RULE, MUST, PASS, "none in the second after the idle")
     return [*lifecycle, first, second]
@@ -353,32 +327,3 @@ async def _quick_turn(opts: argparse.Namespace, probe: Probe) -> str | None:
     if stop_of(idle) == "cancelled":
         return "!the next prompt's work ended cancelled: the idle cancel poisoned it"
     return None
-
-
-CHECKS_V2: list[Check] = [
-    Check(
-        check_v2_cancel,
-        (
-            (INSERT_RULE, MUST),
-            (USER_MESSAGE_RULE, MUST),
-            (RUNNING_RULE, MUST),
-            (V2_CANCEL_RULE, MUST),
-            (V2_AFTER_RULE, MUST),
-        ),
-    ),
-    Check(
-        check_v2_held,
-        ((HELD_RULE, MUST), (WITHDRAW_HELD_RULE, MUST), (CANCEL_HELD_RULE, MUST), (LATER_PROMPT_RULE, MUST)),
-    ),
-    Check(check_notifications, ((NOTIFICATION_RULE, MUST), (UNKNOWN_METHOD_RULE, SHOULD))),
-    Check(check_v2_idle_cancel, ((IDLE_RULE, MUST),)),
-    Check(
-        check_v2_permission,
-        ((V2_PERMISSION_RULE, MUST), (V2_WITHDRAW_RULE, SHOULD), (REQUIRES_ACTION_RULE, SHOULD)),
-    ),
-    Check(check_v2_close, ((CLOSE_RULE, MUST), (CLOSE_AFTER_RULE, MUST), (CLOSE_UNKNOWN_RULE, SHOULD))),
-    Check(check_v2_resume, ((RESUME_RULE, MUST), (RESUME_RUNNING_RULE, MUST))),
-    Check(check_malformed, ((MALFORMED_RULE, SHOULD),)),
-    Check(check_eof, ((EOF_RULE, SHOULD),)),
-]
-"""The v2 audit, in order; each check on a fresh agent."""

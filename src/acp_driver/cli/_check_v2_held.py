@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import protocol as p
 from ..aio import current_request
-from ._check_rules import FAIL, MUST, PASS, SKIP, CheckResult
+from ._check_rules import FAIL, IF_IT_ASKS, MUST, NA, NEVER_ASKED, PASS, SKIP, CheckResult
 from ._check_spans import (
     USER_MESSAGE,
     Prompt,
@@ -43,7 +43,8 @@ from ._check_spans import (
 from ._check_turns import BUSY_HINT, IN_FLIGHT, ms
 from ._probe import Probe
 
-HELD_RULE = "a prompt sent while work runs is held, then inserted in order"
+HELD_RULE = "a prompt sent while work runs is held (not answered) until the work ends"
+HELD_ORDER_RULE = "held prompts are inserted in the order sent"
 WITHDRAW_HELD_RULE = "$/cancel_request on a held prompt answered -32800, the running work untouched"
 CANCEL_HELD_RULE = "session/cancel answers every held prompt -32800"
 LATER_PROMPT_RULE = "session/cancel never touches a prompt sent after it"
@@ -56,7 +57,7 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     """Prompts sent while work runs: held (not answered) while it runs; one withdrawn with
     ``$/cancel_request`` is answered ``-32800`` and the work runs on; ``session/cancel`` answers
     the others ``-32800``; two prompts sent right after the cancel are inserted, in order."""
-    rules = (HELD_RULE, WITHDRAW_HELD_RULE, CANCEL_HELD_RULE, LATER_PROMPT_RULE)
+    rules = (HELD_RULE, HELD_ORDER_RULE, WITHDRAW_HELD_RULE, CANCEL_HELD_RULE, LATER_PROMPT_RULE)
     asking = _Asking()
     probe.permission_handler = asking.hold
     sid = await probe.ready()
@@ -119,8 +120,8 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
         cancel_held = _cancel_held_verdict(probe, held, pending, cancel_sent)
     later_verdict = _later_verdict(opts, probe, later, cancel_sent, end)
     order = await _order(opts, probe, sid, asking)
-    held_verdict = _held_verdict(probe, held, later, not_held, ran_on, end, watched, order)
-    return [held_verdict, withdraw, cancel_held, later_verdict]
+    held_verdict, order_verdict = _held_verdict(probe, held, later, not_held, ran_on, end, watched, order)
+    return [held_verdict, order_verdict, withdraw, cancel_held, later_verdict]
 
 
 class _Asking:
@@ -320,9 +321,11 @@ def _held_verdict(
     end: Seen | None,
     watched: float,
     order: list[Prompt] | str,
-) -> CheckResult:
-    if not_held:
-        return CheckResult(HELD_RULE, MUST, FAIL, "not held while the work ran: " + "; ".join(not_held))
+) -> list[CheckResult]:
+    """The held rule and the order rule. Out of order is a failure wherever it shows; in order
+    proves something only where both prompts were held at once (``_order``): where the agent
+    never asks permission, the order cannot be seen, and its rule does not apply."""
+    sid = held[0].session_id
     problems = []
     inserted = _inserted(probe, later)
     if end is None and inserted:
@@ -330,39 +333,56 @@ def _held_verdict(
             f"{len(inserted)} prompt(s) sent after the cancel inserted with no idle ending the cancelled work "
             "before them"
         )
-    # Out of order is a failure wherever it shows; in order proves something only where both
-    # prompts were held at once (``_order``).
-    problems += _out_of_order(
-        probe, held[0].session_id, later, watched, "the two prompts sent after the cancel"
-    )
+    disorder = _out_of_order(probe, sid, later, watched, "the two prompts sent after the cancel")
     if isinstance(order, list):
         problems += _not_held_for_permission(probe, order)
-        problems += _out_of_order(
-            probe,
-            held[0].session_id,
-            order,
-            order[0].sent,
-            "the two prompts sent while a work waited for permission",
+        disorder += _out_of_order(
+            probe, sid, order, order[0].sent, "the two prompts sent while a work waited for permission"
         )
         answered = _inserted(probe, order)
-        if len(answered) < len(order) and not problems:
+        if len(answered) < len(order) and not problems and not disorder:
             problems.append(
                 f"{len(order) - len(answered)} of the two prompts held while a work waited for permission "
                 f"not inserted after its idle ({_describe_answers(probe, order)})"
             )
-    if problems:
-        return CheckResult(HELD_RULE, MUST, FAIL, "; ".join(problems))
     how = f"the work ran on (its {ran_on[1]} updates)" if ran_on is not None else "the work ran on (no idle)"
     seen = f"{len(held)} prompts sent while the work ran were not answered while {how}"
-    if isinstance(order, str):
-        return CheckResult(HELD_RULE, MUST, SKIP, f"{seen}; the order of insertion not seen: {order}")
-    return CheckResult(
-        HELD_RULE,
-        MUST,
-        PASS,
-        f"{seen}; two prompts sent while a work waited for its permission answer were held, then "
-        "inserted in the order sent, after its idle",
-    )
+    if not_held:
+        first = CheckResult(HELD_RULE, MUST, FAIL, "not held while the work ran: " + "; ".join(not_held))
+    elif problems:
+        first = CheckResult(HELD_RULE, MUST, FAIL, "; ".join(problems))
+    elif isinstance(order, list):
+        first = CheckResult(
+            HELD_RULE,
+            MUST,
+            PASS,
+            f"{seen}; two prompts sent while a work waited for its permission answer were held until its idle",
+        )
+    else:
+        first = CheckResult(HELD_RULE, MUST, PASS, seen)
+    if disorder:
+        second = CheckResult(HELD_ORDER_RULE, MUST, FAIL, "; ".join(disorder))
+    elif isinstance(order, str) and "without asking permission" in order:
+        second = CheckResult(
+            HELD_ORDER_RULE,
+            MUST,
+            NA,
+            f"{NEVER_ASKED}: the order is seen only where two prompts are held at once, while a work "
+            f"waits for the answer to its permission request ({order}){IF_IT_ASKS}",
+        )
+    elif isinstance(order, str):
+        second = CheckResult(HELD_ORDER_RULE, MUST, SKIP, f"the order of insertion not seen: {order}")
+    elif not_held or problems:
+        second = CheckResult(HELD_ORDER_RULE, MUST, SKIP, "not judged: the prompts were not held")
+    else:
+        second = CheckResult(
+            HELD_ORDER_RULE,
+            MUST,
+            PASS,
+            "two prompts sent while a work waited for its permission answer were inserted in the order "
+            "sent, after its idle",
+        )
+    return [first, second]
 
 
 def _inserted(probe: Probe, prompts: list[Prompt]) -> list[Seen]:

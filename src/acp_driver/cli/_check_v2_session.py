@@ -26,7 +26,18 @@ from typing import Any
 from .. import protocol as p
 from ..aio import current_request
 from ..core import RpcError
-from ._check_rules import FAIL, MUST, NA, PASS, PERMISSION_HOLD, SHOULD, SKIP, CheckResult
+from ._check_rules import (
+    FAIL,
+    IF_IT_ASKS,
+    MUST,
+    NA,
+    NEVER_ASKED,
+    PASS,
+    PERMISSION_HOLD,
+    SHOULD,
+    SKIP,
+    CheckResult,
+)
 from ._check_spans import (
     BUSY_STATES,
     STRAGGLERS,
@@ -109,12 +120,10 @@ async def check_v2_permission(opts: argparse.Namespace, probe: Probe) -> list[Ch
     if got != "asked":
         probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
         idle = idle_after(probe, sid, prompt.sent)
-        why = (
-            f"the work ended ({describe_idle(idle)}) without asking permission"
-            if idle
-            else (f"no permission request within {opts.timeout:g} s")
-        )
-        why += " (pass a --permission-prompt that makes it ask, or a --mode that asks)"
+        if idle is not None:
+            why = f"{NEVER_ASKED} (the work ended, {describe_idle(idle)}, without asking){IF_IT_ASKS}"
+            return [CheckResult(rule, level, NA, why) for rule, level in rules]
+        why = f"no permission request within {opts.timeout:g} s (pass a --permission-prompt that makes it ask, or a --mode that asks)"
         return [CheckResult(rule, level, SKIP, why) for rule, level in rules]
     request_id, asked_at, params = asked[0]
 

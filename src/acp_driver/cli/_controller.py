@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..aio import Timer
+from ..aio import Clock, LoopClock, Timer
 from ..core import Rung
 from ..driver import AgentHandle, PromptTurn
 from ._codes import EXIT_ERROR
@@ -51,7 +51,7 @@ class Controller:
     exit code left to give, and a late signal must not replace it by a death.
     """
 
-    def __init__(self, output: Output, *, chat: bool = False) -> None:
+    def __init__(self, output: Output, *, chat: bool = False, clock: Clock | None = None) -> None:
         self.output = output
         self.chat = chat
         self.phase = "starting"
@@ -71,7 +71,19 @@ class Controller:
         self._cancel_started = 0.0
         self._stops = 0
         self._loop = asyncio.get_running_loop()
+        self._given_clock = clock
+        self._clock: Clock = clock or LoopClock()
+        """What the turn timeout and the reported ladder steps are timed on: the one given, else
+        each turn's agent's clock (the ladder's own, set at ``start``)."""
         self._timer: Timer | None = None
+        self._deadline = 0.0
+        self._timeout_left: float | None = None
+        """The turn timeout's time left, while the user is asked a question (the timer paused)."""
+        self._asking = 0
+        self._asked_at = 0.0
+        self.user_time = 0.0
+        """The turn's time spent waiting for the user's answer to a permission question: not
+        the turn's (``--turn-timeout`` does not count it, the result line names it apart)."""
         self._routed: Routed | None = None
         self._on_terminal = [fd for fd in (0, 1, 2) if _isatty(fd)]
         """stdin/stdout/stderr on a terminal (known now: once it hangs up, isatty() says no)."""
@@ -107,14 +119,45 @@ class Controller:
         self._cancel_task = None
         self.phase = "turn"
         self.turn_timeout = timeout
-        if timeout is not None:  # on the agent's clock, as the ladder it starts
-            clock = turn.agent.clock
-            self._timer = clock.call_at(clock.now() + timeout, self._timeout)
+        self.user_time = 0.0
+        self._timeout_left = None
+        if self._given_clock is None:
+            self._clock = turn.agent.clock  # one clock: the timeout's and the ladder it starts
+        if timeout is not None:
+            self._deadline = self._clock.now() + timeout
+            self._timer = self._clock.call_at(self._deadline, self._timeout)
 
     def clear_timer(self) -> None:
+        self._timeout_left = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+
+    def asking(self, active: bool) -> None:
+        """A permission question is put to the user (True) or answered (False): the turn's
+        clock stops meanwhile (questions at once count once)."""
+        now = self._clock.now()
+        if active:
+            self._asking += 1
+            if self._asking > 1:
+                return
+            self._asked_at = now
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+                self._timeout_left = max(self._deadline - now, 0.0)
+            return
+        if self._asking == 0:
+            return
+        self._asking -= 1
+        if self._asking:
+            return
+        self.user_time += now - self._asked_at
+        left = self._timeout_left
+        if left is not None and self.phase == "turn" and self._cancel_task is None:
+            self._timeout_left = None
+            self._deadline = now + left
+            self._timer = self._clock.call_at(self._deadline, self._timeout)
 
     def _timeout(self) -> None:
         self._timer = None
@@ -125,12 +168,12 @@ class Controller:
     def _cancel(self, reason: str) -> None:
         assert self.turn is not None
         self.reason = reason
-        self._cancel_started = self.turn.agent.clock.now()
+        self._cancel_started = self._clock.now()
         self.say(self.output.cancelling, reason)
         self._cancel_task = self._loop.create_task(self.turn.cancel())
 
     def on_step(self, turn: PromptTurn, rung: Rung) -> None:
-        self.say(self.output.ladder_step, rung, turn.agent.clock.now() - self._cancel_started)
+        self.say(self.output.ladder_step, rung, self._clock.now() - self._cancel_started)
 
     async def finish(self) -> None:
         self.clear_timer()

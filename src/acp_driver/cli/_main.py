@@ -15,8 +15,9 @@ from typing import NoReturn
 
 from .. import __version__
 from ._codes import EXIT_ERROR, EXIT_USAGE
-from ._options import add_common, as_text, seconds, setup_logging, writable_trace
+from ._options import HelpFormatter, add_common, as_text, seconds, setup_logging, writable_trace
 from ._remote_options import (
+    AGENT_TOKEN_ENV,
     RemoteExtraMissing,
     agent_url,
     check_url,
@@ -29,7 +30,7 @@ MAIN_EPILOG = """\
 examples:
   acp-driver run "hello"                          one turn with the bundled reference agent
   acp-driver run "/stream 20 100"                 watch chunks stream; Ctrl-C cancels the turn
-  acp-driver run --agent "npx @zed-industries/claude-code-acp" "explain main.py"
+  acp-driver run --agent "npx @agentclientprotocol/claude-agent-acp" "explain main.py"
   acp-driver run --json --turn-timeout 5 "/sleep 60000"   JSON events; cancelled after 5 s
   acp-driver chat                                 a multi-turn conversation
   acp-driver check -- my-agent --acp              audit an agent's cancellation
@@ -43,8 +44,16 @@ exit codes: 0 the turn ended on its own; 124 --turn-timeout cancelled it; 130 Ct
   7 a remote agent's connection was lost mid-turn.
 
 remote agents: --agent ws://HOST:PORT/acp (WebSocket) or http(s)://HOST:PORT/acp (Streamable HTTP);
-  --header 'Authorization: Bearer TOKEN' (repeatable) is sent on every request;
+  --token-file FILE (or $ACP_DRIVER_AGENT_TOKEN) sends 'Authorization: Bearer TOKEN', the token
+  kept off the command line; --header 'NAME: VALUE' (repeatable) is sent on every request;
   --cacert FILE trusts a private CA (or a self-signed server) for wss:// and https://.
+"""
+
+
+CHAT_EPILOG = """\
+/help lists the chat's own commands (answered here, never sent to the agent) and the agent's
+advertised commands; a line starting with // is sent with one / less (//help sends /help to the
+agent); any other line is sent as a prompt.
 """
 
 
@@ -52,7 +61,9 @@ def _agent_argv(command: str | None, parser: argparse.ArgumentParser | None = No
     """The agent's argv from ``--agent`` (None: the bundled reference agent); a command that is
     empty or that a shell could not split is a usage error (exit 2)."""
     if command is None:
-        return [sys.executable, "-m", "acp_driver", "agent"]
+        from ..driver import reference_agent_argv
+
+        return reference_agent_argv()
     try:
         argv = shlex.split(command)
     except ValueError as exc:  # an unclosed quote, a trailing backslash
@@ -92,6 +103,13 @@ def _add_session_options(parser: argparse.ArgumentParser) -> None:
         "--cwd", metavar="DIR", default=None, help="the session's working directory (default: .)"
     )
     parser.add_argument(
+        "--session",
+        metavar="ID",
+        default=None,
+        help="continue this session (its id is printed when a session starts) instead of opening a "
+        "new one: session/resume, or session/load, whichever the agent advertises",
+    )
+    parser.add_argument(
         "--cancel-budget",
         "--cancel-grace",  # its former name (a request's own grace is another thing: cancel_grace=)
         dest="cancel_budget",
@@ -126,6 +144,13 @@ def _add_header(parser: argparse.ArgumentParser) -> None:
         "(e.g. 'Authorization: Bearer TOKEN'); repeatable",
     )
     parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=None,
+        help="send 'Authorization: Bearer TOKEN' to a remote agent, TOKEN being the file's first line "
+        f"(off the command line, where every local user can read it; or set ${AGENT_TOKEN_ENV})",
+    )
+    parser.add_argument(
         "--cacert",
         metavar="FILE",
         default=None,
@@ -158,6 +183,16 @@ def _add_trace(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_turn_timeout(parser: argparse.ArgumentParser, what: str = "the turn") -> None:
+    parser.add_argument(
+        "--turn-timeout",
+        metavar="SEC",
+        type=seconds,
+        default=None,
+        help=f"cancel {what} after SEC (the time you take to answer a permission question does not count)",
+    )
+
+
 def _add_auth(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--auth",
@@ -183,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="acp-driver",
         description="Drive Agent Client Protocol agents, where cancellation always lands.",
         epilog=MAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"acp-driver {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -194,13 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one prompt turn against an agent and render it live. First Ctrl-C cancels the "
         "turn (the cancel ladder starts); a second Ctrl-C kills the agent.",
         epilog=MAIN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     run.add_argument("prompt", nargs="?", help="the prompt (default: read stdin when it is not a TTY)")
     _add_session_options(run)
-    run.add_argument(
-        "--turn-timeout", metavar="SEC", type=seconds, default=None, help="cancel the turn after SEC"
-    )
+    _add_turn_timeout(run)
     run.add_argument("--json", action="store_true", help="one JSON object per line for every event")
     add_common(run)
 
@@ -209,27 +242,48 @@ def build_parser() -> argparse.ArgumentParser:
         help="a multi-turn conversation",
         description="A multi-turn conversation. Ctrl-C cancels the running turn (twice: kills the "
         "agent); Ctrl-D ends the chat.",
+        epilog=CHAT_EPILOG,
+        formatter_class=HelpFormatter,
     )
     _add_session_options(chat)
+    _add_turn_timeout(chat, "each turn")
     add_common(chat)
 
     sub.add_parser("agent", help="run the bundled reference agent on stdio (see: acp-driver agent --help)")
     sub.add_parser("serve", help="serve an agent over WebSocket and HTTP (see: acp-driver serve --help)")
+    sub.add_parser(
+        "proxy",
+        help="run an agent behind acp-driver's guarantees, for an editor (see: acp-driver proxy --help)",
+    )
     sub.add_parser("trace", help="summarize a --trace file, or draw it (see: acp-driver trace --help)")
 
     check = sub.add_parser(
         "check",
         help="audit an agent's cancellation",
-        description="Audit an agent's cancellation behaviour, one rule per check, each tagged "
-        "MUST/SHOULD/MAY (INFO: informational) with evidence. Exit 0 iff every MUST passes "
-        "(with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 (inconclusive) if none "
-        "failed but one was skipped; 1 if the agent cannot start or initialize.",
+        description="Audit an agent's cancellation behaviour, rule by rule, each tagged "
+        "MUST/SHOULD/MAY (INFO: informational) with its id and evidence. Exit 0 iff every MUST "
+        "that applies passes (with --strict: every MUST, SHOULD and MAY); 5 if one failed; 6 "
+        "(inconclusive) if none failed but one was skipped; 1 if the agent cannot start or "
+        "initialize. A rule that does not apply to the agent (n/a) never counts.",
         epilog="example:\n  acp-driver check --busy-prompt 'write a long essay' -- npx my-agent --acp\n"
         "  acp-driver check   (no command: audits the bundled reference agent)\n\n"
         "Sessions run in a throw-away directory unless --cwd is given.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
-    check.add_argument("--json", action="store_true", help="results as JSON")
+    check.add_argument("--json", action="store_true", help="results as JSON (each with its rule id)")
+    check.add_argument(
+        "--junit",
+        metavar="FILE",
+        default=None,
+        help="also write the results as JUnit XML to FILE (one test case per rule, for CI)",
+    )
+    check.add_argument(
+        "--jobs",
+        metavar="N",
+        type=int,
+        default=4,
+        help="how many checks run at once, each on its own agent (default: 4; 1: one after another)",
+    )
     check.add_argument(
         "--busy-prompt",
         metavar="TEXT",
@@ -381,12 +435,14 @@ def _run_or_chat(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> i
         parser.error(f"--cwd {opts.cwd!r} is not a directory")
     opts.agent_url = agent_url(opts.agent)
     check_url(parser, opts.agent_url, "--agent")
-    opts.headers = parse_headers(parser, opts.header, opts.agent_url)
+    opts.headers = parse_headers(parser, opts.header, opts.agent_url, opts.token_file)
     opts.ssl_context = parse_cacert(parser, opts.cacert, opts.agent_url)
     agent_argv = [opts.agent_url] if opts.agent_url is not None else _agent_argv(opts.agent, parser)
-    for name in ("auth", "mode"):
+    for name in ("auth", "mode", "session"):
         if getattr(opts, name) is not None:
             setattr(opts, name, as_text(getattr(opts, name)))
+    if opts.session is not None and not opts.session.strip():
+        parser.error("--session is empty (leave it out to open a new session)")
     if opts.agent_url is not None:
         require_remote_extra("a remote agent (--agent URL)")
     from ._run import chat_command, run_command
@@ -411,6 +467,8 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
         parser.error("--busy-after must be a positive number of seconds")
     if opts.start_timeout is not None and not (math.isfinite(opts.start_timeout) and opts.start_timeout > 0):
         parser.error("--start-timeout must be a positive number of seconds")
+    if opts.jobs < 1:
+        parser.error("--jobs must be at least 1")
     session_cwd: str | None = None
     if opts.cwd is not None:
         here = "" if os.path.isabs(opts.cwd) else _current_directory(parser)
@@ -423,7 +481,7 @@ def _check(parser: argparse.ArgumentParser, opts: argparse.Namespace) -> int:
     url = agent_url(command[0]) if len(command) == 1 else None
     check_url(parser, url, "check --")
     opts.agent_url = url
-    opts.headers = parse_headers(parser, opts.header, url)
+    opts.headers = parse_headers(parser, opts.header, url, opts.token_file)
     opts.ssl_context = parse_cacert(parser, opts.cacert, url)
     if url is not None:
         require_remote_extra("a remote agent (check -- URL)")

@@ -7,7 +7,9 @@ import argparse
 import logging
 import math
 import os
+import re
 import sys
+import textwrap
 
 from ._text import ShownFormatter
 
@@ -58,3 +60,36 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     if verbose == 0:
         # The console already shows each ladder step; keep the log for -v.
         logging.getLogger("acp_driver.driver").setLevel(logging.ERROR)
+
+
+_LITERAL = re.compile(r"``(.+?)``", re.S)
+
+
+def plain_help(text: str) -> str:
+    """Docstring text for a terminal: reST literals (````--protocol 2````) lose their markup."""
+    return _LITERAL.sub(r"\1", text)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """``--help`` for a terminal: a paragraph of prose (no line of it indented) is filled to the
+    terminal's width (at most 100 columns); an indented block (examples, tables) is kept as
+    written; reST literals lose their markup (the agent's epilog is a docstring)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        width = min(width, 100)
+        blocks = []
+        for block in re.split(r"\n\s*\n", plain_help(text).strip("\n")):
+            lines = block.split("\n")
+            if any(line[:1].isspace() for line in lines):
+                blocks.append("\n".join(indent + line for line in lines))
+            else:
+                blocks.append(
+                    textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent)
+                )
+        return "\n\n".join(blocks) + "\n"
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain_help(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain_help(super()._expand_help(action))

@@ -23,6 +23,9 @@ class Permissions:
     ) -> None:
         self._output = output
         self._lines = lines
+        self.asking: Callable[[bool], object] | None = None
+        """Told when a question is put to the user (True) and when it is closed (False): the
+        time the user takes to answer is not the turn's (``Controller.asking``)."""
         self._why_deny = "--deny" if opts.deny else "not a TTY"
         if opts.yes:
             self.mode = "yes"
@@ -41,6 +44,8 @@ class Permissions:
             self._output.permission(request, outcome, self._why_deny)
             return outcome
         ctx = current_request()
+        if self.asking is not None:
+            self.asking(True)
         try:
             outcome = await self._ask(request)
         except asyncio.CancelledError:
@@ -51,6 +56,9 @@ class Permissions:
             else:  # the agent's $/cancel_request alone
                 self._output.note("permission request withdrawn by the agent")
             raise
+        finally:
+            if self.asking is not None:
+                self.asking(False)
         self._output.permission(request, outcome, "you")
         return outcome
 
@@ -58,6 +66,7 @@ class Permissions:
         assert self._lines is not None
         output = self._output
         output.waiting(False)
+        output.aside()
         options = [o for o in request.options if isinstance(o.get("optionId"), str)]
         err = sys.stderr
         err.write(f"\nThe agent asks permission: {shown(request.title)}\n")

@@ -28,13 +28,27 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Connection, ProcessGroup, StderrTail, exit_description
-from ..core import ConnectionClosedError, RequestId, RpcError, parse_json
+from ..core import (
+    ConnectionClosedError,
+    NegotiationError,
+    RequestId,
+    RpcError,
+    Wanted,
+    first_version,
+    initialize_params,
+    parse_json,
+    profile_for,
+    read_answer,
+    retry_version,
+)
+from ..driver import AgentStartError
 from ..trace import follow_connection, wire_tracer
+from ._remote_options import credentials_hint
 from ._text import excerpt
 
 TURN_ACTIVITY = frozenset(
@@ -44,6 +58,7 @@ TURN_ACTIVITY = frozenset(
 commands, mode, config options, session info) do not: agents send them before any model call."""
 
 TURN_ACTIVITY_V2 = p.TURN_UPDATES_V2 - {"user_message", "user_message_chunk"}
+_ACTIVITY = {1: TURN_ACTIVITY, 2: TURN_ACTIVITY_V2}
 """v2: the updates that show foreground work at it (messages, thoughts, tool calls, plans,
 terminals). Neither ``state_update`` (``running`` may come before any model call) nor the
 session-wide ``usage_update`` (claude-agent-acp sends it before the model answers) counts."""
@@ -121,7 +136,9 @@ class Probe:
     protocol: str | int = 1
     """What to ask at ``initialize``: ``"auto"`` (2, with v1's field names too), ``1`` or ``2``."""
     version: int = 1
-    """The version the agent answered (the rules it is audited by)."""
+    """The version the agent speaks (the rules it is audited by)."""
+    negotiation_note: str | None = None
+    """Why ``version`` is not the one the agent claimed (``core.ECHO_NOTE``), if so."""
     capabilities: dict[str, Any] = field(default_factory=dict)
     """The agent's capabilities (v1 ``agentCapabilities``, v2 ``capabilities``)."""
     initialized: bool = False
@@ -191,12 +208,12 @@ class Probe:
     @property
     def session_updates(self) -> frozenset[str]:
         """The update kinds about the session (valid at any time), in the version spoken."""
-        return p.SESSION_WIDE_UPDATES_V2 if self.version == 2 else p.SESSION_WIDE_UPDATES
+        return profile_for(self.version).session_updates
 
     @property
     def activity_kinds(self) -> frozenset[str]:
         """The update kinds that show a turn at work, in the version spoken."""
-        return TURN_ACTIVITY_V2 if self.version == 2 else TURN_ACTIVITY
+        return _ACTIVITY[self.version]
 
     async def wait_for(self, found: Callable[[], T | None], timeout: float) -> T | None:
         """Re-read the record at every arrival until ``found()`` gives something (returned), or
@@ -340,62 +357,54 @@ class Probe:
             await self.start()
         except (OSError, TimeoutError, ValueError) as exc:
             if self.url is not None:
-                raise SetupError(f"cannot connect to {self.url}: {exc}") from exc
-            what = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                raise SetupError(f"cannot connect to {self.url}: {exc}{credentials_hint(exc, '; ')}") from exc
+            what: object = exc
+            if isinstance(exc, OSError):
+                what = AgentStartError.spawn_reason(self.argv[0], exc, os.environ.get("PATH", os.defpath))
             raise SetupError(f"cannot start {self.argv[0]!r}: {what}") from exc
         await self._initialize()
         self.initialized = True
         if self.auth is not None:
-            method = p.AUTH_LOGIN if self.version == 2 else p.AUTHENTICATE
+            method = profile_for(self.version).auth_login
             await self._step(f"{method} {self.auth!r}", method, {"methodId": self.auth})
 
     async def _initialize(self) -> None:
-        """``initialize``: ``auto`` asks for 2 with both versions' field names and speaks what the
-        agent answers (after a ``-32022`` naming the versions it speaks, asks again for the newest
-        of them we speak); ``1``/``2`` insist on that version."""
-        wanted = self.protocol
+        """``initialize``, negotiated by the driver's rule (``core``'s negotiation: ``auto``
+        asks for 2 with both versions' field names and speaks what the agent answers -- by its
+        shape, not only the number it echoes; after a ``-32022`` naming the versions it speaks,
+        asks again for the newest of them we speak); ``1``/``2`` insist on that version."""
+        wanted = cast(Wanted, self.protocol)
         try:
-            result = await self._start_request(p.INITIALIZE, self._initialize_params(1 if wanted == 1 else 2))
-        except RpcError as exc:
-            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            spoken = sorted(v for v in supported if v in (1, 2)) if isinstance(supported, list) else []
-            if not (wanted == "auto" and exc.code == p.UNSUPPORTED_PROTOCOL_VERSION and spoken):
-                raise SetupError(f"initialize: {exc}") from exc
-            result = await self._step(
-                "initialize", p.INITIALIZE, self._initialize_params(spoken[-1], only=True)
+            result = await self._start_request(
+                p.INITIALIZE, self._initialize_params(first_version(wanted), both=wanted == "auto")
             )
+        except RpcError as exc:
+            try:
+                again = retry_version(wanted, exc.code, exc.data, p.UNSUPPORTED_PROTOCOL_VERSION)
+            except NegotiationError as why:
+                raise SetupError(f"initialize: {why}") from exc
+            if again is None:
+                raise SetupError(f"initialize: {exc}{credentials_hint(exc, '; ')}") from exc
+            result = await self._step("initialize", p.INITIALIZE, self._initialize_params(again, both=False))
         except (TimeoutError, AgentGone) as exc:
             raise SetupError(f"initialize: {exc or type(exc).__name__}") from exc
-        version = result.get("protocolVersion") if isinstance(result, dict) else None
-        if type(version) is not int or version not in (1, 2) or wanted not in ("auto", version):
-            asked = "1 or 2" if wanted == "auto" else str(wanted)
-            raise SetupError(
-                f"initialize: the agent answered protocolVersion {version!r}; the audit asked for {asked} "
-                "(--protocol)"
-            )
-        assert isinstance(result, dict)
-        self.version = version
-        info, caps = ("info", "capabilities") if version == 2 else ("agentInfo", "agentCapabilities")
-        if isinstance(result.get(info), dict):
-            self.agent_info = result[info]
-        if isinstance(result.get(caps), dict):
-            self.capabilities = result[caps]
+        try:
+            negotiated = read_answer(wanted, result)
+        except NegotiationError as why:
+            raise SetupError(f"initialize: {why} (--protocol)") from None
+        if negotiated.note is not None:
+            self.negotiation_note = negotiated.note
+        self.version = negotiated.profile.version
+        if negotiated.info:
+            self.agent_info = negotiated.info
+        if negotiated.capabilities:
+            self.capabilities = negotiated.capabilities
 
-    def _initialize_params(self, version: int, only: bool = False) -> dict[str, Any]:
-        """v1's fields, v2's, or (``auto`` asking 2) both sets: each version's parser ignores the
-        other's names."""
+    def _initialize_params(self, version: int, both: bool) -> dict[str, Any]:
+        """v1's fields, v2's, or (``auto`` asking 2) both sets."""
         info = {"name": "acp-driver-check", "version": __version__}
-        params: dict[str, Any] = {"protocolVersion": version}
-        if version == 2:
-            params["info"] = info
-            params["capabilities"] = {}
-        if version == 1 or (self.protocol == "auto" and not only):
-            params["clientCapabilities"] = {
-                "fs": {"readTextFile": False, "writeTextFile": False},
-                "terminal": self.terminal,
-            }
-            params["clientInfo"] = info
-        return params
+        v1_caps = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": self.terminal}
+        return initialize_params(version, both=both, info=info, capabilities={1: v1_caps, 2: {}})
 
     async def new_session(self) -> str:
         """``session/new`` (and ``session/set_mode`` with ``--mode``); the session's id. The
@@ -408,7 +417,7 @@ class Probe:
         if not isinstance(sid, str):
             raise SetupError(f"session/new: invalid response {excerpt(result)}")
         self.session_id = sid
-        if self.mode is not None and self.version == 2:  # v2 has no modes: the "mode" option
+        if self.mode is not None and profile_for(self.version).modes_are_options:
             await self._step(
                 f"session/set_config_option mode={self.mode!r}",
                 p.SESSION_SET_CONFIG_OPTION,

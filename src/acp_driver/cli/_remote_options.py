@@ -4,16 +4,20 @@
 Everything here is checked before anything starts: a URL the transports could not use, a header
 that is not ``Name: value``, a certificate file that is not PEM -- each is a usage error with a
 one-line reason (exit 2), never a traceback after a connection attempt. The ``remote`` extra
-missing is said as such, with the command that installs it.
+missing is said as such, with the command that installs it the way this copy was installed
+(``install_extra``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
+import shlex
+import sys
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ..net import is_url
 from ._options import as_text
@@ -21,7 +25,43 @@ from ._options import as_text
 if TYPE_CHECKING:
     import ssl
 
-INSTALL_REMOTE = "pip install 'acp-driver[remote]'"
+DISTRIBUTION = "acp-driver"
+
+
+def install_extra(extra: str) -> str:
+    """The command that adds ``extra`` to this copy of acp-driver, the way it was installed.
+
+    The package is not on a package index: ``pip install 'acp-driver[remote]'`` would fail. What
+    pip recorded (``direct_url.json``, PEP 610) says where this copy came from: a checkout
+    installed editable (``pip install -e .``) gets ``pip install -e '/its/path[remote]'``, any
+    other local directory, archive or VCS URL ``pip install 'acp-driver[remote] @ URL'``. pip is
+    run by this interpreter (``python -m pip``): right whether or not its environment is activated.
+    """
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        recorded = distribution(DISTRIBUTION).read_text("direct_url.json")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return f"{pip} -e '.[{extra}]' (from the project's checkout)"
+    origin: dict[str, object] = {}
+    if recorded:
+        try:
+            loaded = json.loads(recorded)
+        except ValueError:
+            loaded = None
+        origin = loaded if isinstance(loaded, dict) else {}
+    url = origin.get("url")
+    if not isinstance(url, str) or not url:
+        return f"{pip} {shlex.quote(f'{DISTRIBUTION}[{extra}]')}"
+    dir_info = origin.get("dir_info")
+    if url.startswith("file://") and isinstance(dir_info, dict) and dir_info.get("editable"):
+        return f"{pip} -e {shlex.quote(f'{unquote(urlsplit(url).path)}[{extra}]')}"
+    vcs = origin.get("vcs_info")
+    if isinstance(vcs, dict) and isinstance(vcs.get("vcs"), str):
+        url = f"{vcs['vcs']}+{url}"
+    return f"{pip} {shlex.quote(f'{DISTRIBUTION}[{extra}] @ {url}')}"
+
 
 CLIENT_MODULES = ("httpx", "websockets")
 """What connecting to a remote agent imports (both transports: the WebSocket client uses httpx's
@@ -34,7 +74,9 @@ class RemoteExtraMissing(Exception):
     """A module of the ``remote`` extra cannot be imported; ``str()`` says what to install."""
 
     def __init__(self, what: str, module: str) -> None:
-        super().__init__(f"{what} needs the remote extra ({module} is not installed): {INSTALL_REMOTE}")
+        super().__init__(
+            f"{what} needs the remote extra ({module} is not installed): {install_extra('remote')}"
+        )
         self.module = module
 
 
@@ -84,17 +126,65 @@ def check_url(parser: argparse.ArgumentParser, url: str | None, option: str) -> 
 
 AGENT_TOKEN_ENV = "ACP_DRIVER_AGENT_TOKEN"
 
+TOKEN_OPTIONS = (
+    f"--token-file FILE (the token on its first line), ${AGENT_TOKEN_ENV}, "
+    "or --header 'Authorization: Bearer TOKEN'"
+)
+"""How a remote agent's token is given, named when a server refuses the connection."""
+
+
+def read_token_file(path: str, who: str) -> str:
+    """The token on the first line of ``path`` (``ValueError`` with the reason when it cannot
+    be read or has none); a file others can read is warned about on stderr as ``who``. The token
+    itself is never printed."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            first = file.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the token file: {exc}") from None
+    token = first.strip()
+    if not token:
+        raise ValueError(f"the token file {path!r} has no token on its first line")
+    if mode & 0o077:
+        sys.stderr.write(
+            f"{who}: warning: the token file {path!r} is readable by others "
+            f"(mode {mode & 0o777:o}); chmod 600 it\n"
+        )
+    return token
+
+
+def credentials_hint(error: BaseException, separator: str = "\n") -> str:
+    """For a start that failed because the server refused the credentials (HTTP 401 or 403):
+    how to give a token, after ``separator``; else nothing."""
+    from ..net import refused_status
+
+    status = refused_status(error)
+    if status == 401:
+        return f"{separator}the server wants a bearer token: give it with {TOKEN_OPTIONS}"
+    if status == 403:
+        return (
+            f"{separator}the server refused this client (HTTP 403): check the token given ({TOKEN_OPTIONS})"
+        )
+    return ""
+
 
 def parse_headers(
-    parser: argparse.ArgumentParser, values: list[str] | None, url: str | None
+    parser: argparse.ArgumentParser,
+    values: list[str] | None,
+    url: str | None,
+    token_file: str | None = None,
 ) -> dict[str, str]:
     """``--header 'Name: value'`` (repeatable) as a dict; refused without a URL agent (exit 2).
-    ``$ACP_DRIVER_AGENT_TOKEN`` adds ``Authorization: Bearer TOKEN`` for a remote agent (unless a
-    header gives one): a token there is not on the command line, where every local user reads it.
-    The variable is removed from the environment (nothing this process starts inherits it)."""
+    ``--token-file FILE`` or ``$ACP_DRIVER_AGENT_TOKEN`` add ``Authorization: Bearer TOKEN`` for
+    a remote agent: a token there is not on the command line, where every local user reads it.
+    One source of the token only (the file, the variable, an ``Authorization`` header). The
+    variable is removed from the environment (nothing this process starts inherits it)."""
     token = os.environ.pop(AGENT_TOKEN_ENV, None)
     if values and url is None:
         parser.error("--header needs a remote agent (--agent ws://... or http(s)://...)")
+    if token_file is not None and url is None:
+        parser.error("--token-file needs a remote agent (--agent ws://... or http(s)://...)")
     headers: dict[str, str] = {}
     for value in values or ():
         name, sep, rest = as_text(value).partition(":")
@@ -104,6 +194,16 @@ def parse_headers(
         if any(c in rest for c in "\r\n\0"):
             parser.error(f"--header {value!r}: a value cannot hold a line break")
         headers[name] = rest.strip()
+    if token_file is not None:
+        also = [f"${AGENT_TOKEN_ENV}"] if token and token.strip() else []
+        if any(k.lower() == "authorization" for k in headers):
+            also.append("an Authorization --header")
+        if also:
+            parser.error(f"give the token once: --token-file and {' and '.join(also)} both give it")
+        try:
+            token = read_token_file(token_file, parser.prog)
+        except ValueError as exc:
+            parser.error(f"--token-file: {exc}")
     if token and token.strip() and url is not None and not any(k.lower() == "authorization" for k in headers):
         headers["Authorization"] = f"Bearer {token.strip()}"
     return headers

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
@@ -82,18 +83,34 @@ class Output:
     def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None: ...
     def cancelling(self, reason: str) -> None: ...
     def ladder_step(self, rung: Rung, elapsed: float) -> None: ...
-    def result(self, result: TurnResult) -> None: ...
+    def result(self, result: TurnResult, waited: float = 0.0) -> None: ...
     def error(self, message: str) -> None: ...
     def note(self, message: str) -> None: ...
     def waiting(self, active: bool) -> None: ...
+    def aside(self) -> None:
+        """Something else is about to be written on the terminal (a question)."""
+
     def close(self) -> None: ...
 
 
 class JsonOutput(Output):
-    """One JSON object per line on stdout; the last is ``{"type": "result", ...}``."""
+    """One JSON object per line on stdout; the last is ``{"type": "result", ...}``.
+
+    Every update of the session is an ``update`` event, as it arrives (``listen``): the turn's,
+    and those no turn yields (v2's ``state_update``, the session's commands, title, usage)."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._out = stream or sys.stdout
+        self._listening = False
+
+    def listen(self, session: Any) -> None:
+        """Emit each of ``session``'s updates when it is read, until the result."""
+        self._listening = True
+        session.listeners.append(self._session_update)
+
+    def _session_update(self, update: Update) -> None:
+        if self._listening:
+            self._emit({"type": "update", "sessionId": update.session_id, "update": update.raw})
 
     def _emit(self, obj: dict[str, Any]) -> None:
         self._out.write(json_text(obj) + "\n")
@@ -120,7 +137,8 @@ class JsonOutput(Output):
         self._emit({"type": "prompt", "sessionId": turn.session.id, "requestId": turn.request_id})
 
     def update(self, update: Update) -> None:
-        self._emit({"type": "update", "sessionId": update.session_id, "update": update.raw})
+        if not self._listening:  # else already emitted, when it was read
+            self._emit({"type": "update", "sessionId": update.session_id, "update": update.raw})
 
     def permission(self, request: PermissionRequest, outcome: dict[str, Any], how: str) -> None:
         self._emit(
@@ -140,7 +158,8 @@ class JsonOutput(Output):
     def ladder_step(self, rung: Rung, elapsed: float) -> None:
         self._emit({"type": "ladder", "step": rung.value, "elapsedMs": round(elapsed * 1000, 3)})
 
-    def result(self, result: TurnResult) -> None:
+    def result(self, result: TurnResult, waited: float = 0.0) -> None:
+        self._listening = False  # the result is the last line
         obj: dict[str, Any] = {
             "type": "result",
             "protocolVersion": getattr(self, "_protocol", None),
@@ -195,6 +214,14 @@ class ConsoleOutput(Output):
         self._tool_status: dict[str, str | None] = {}
         self._tool_titles: dict[str, str] = {}
         self._cancel_started: float | None = None
+        self._plan_shown: list[str] | None = None
+        """The plan's entries as last shown (None: no plan yet)."""
+        self._plan_rows = 0
+        """The terminal rows the plan took, counted when it was drawn."""
+        self._plan_mark = -1
+        self._shown_count = 0
+        """Counts what was shown on either stream: the plan is redrawn in place only if it did
+        not move since the plan was drawn."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -219,6 +246,12 @@ class ConsoleOutput(Output):
         self._hide_spinner()
         self._end_line()
         self.err.print(text)
+        self._shown_count += 1
+
+    def aside(self) -> None:
+        self._hide_spinner()
+        self._end_line()
+        self._shown_count += 1
 
     def waiting(self, active: bool) -> None:
         if not self.err.is_terminal or self.quiet:
@@ -264,6 +297,13 @@ class ConsoleOutput(Output):
                 )
             )
         )
+        note = getattr(agent, "negotiation_note", None)
+        if note:
+            self._info(_text((f"note: {note}", "yellow")))
+
+    def session_started(self, session: Any) -> None:
+        sid = shown(session.id)
+        self._info(_text((f"session: {sid} (continue it with --session {shlex.quote(sid)})", "dim")))
 
     def update(self, update: Update) -> None:
         self._hide_spinner()
@@ -276,6 +316,7 @@ class ConsoleOutput(Output):
             if text:
                 self.out.file.write(text)
                 self.out.file.flush()
+                self._shown_count += 1
                 self._answer_open = not text.endswith("\n")
             return
         if self.quiet:
@@ -287,6 +328,7 @@ class ConsoleOutput(Output):
                 self._stream = "thought"
                 self.err.print(_text(("thinking: ", "dim italic")), end="")
             self.err.print(_text((text, "dim italic")), end="")
+            self._shown_count += 1
             self._thought_open = not text.endswith("\n")
             if not self._thought_open:
                 self._stream = None
@@ -303,15 +345,11 @@ class ConsoleOutput(Output):
                 self._end_line()
                 self.out.file.write(shown("".join(str(t) for t in texts), lines=True))
                 self.out.file.flush()
+                self._shown_count += 1
                 self._answer_open = True
         elif kind in ("plan", "plan_update"):
             plan = update.raw.get("plan") if kind == "plan_update" else update.raw
-            lines: list[str | tuple[str, str]] = [("plan", "bold")]
-            for entry in (plan.get("entries") if isinstance(plan, dict) else None) or []:
-                if isinstance(entry, dict):
-                    mark = PLAN_MARK.get(str(entry.get("status")), "[?]")
-                    lines.append(f"\n  {mark} {shown(entry.get('content', ''))}")
-            self._info(_text(*lines))
+            self._plan(plan.get("entries") if isinstance(plan, dict) else None)
         elif kind == "session_info_update" and update.raw.get("title"):
             self._info(_text((f"title: {shown(update.raw['title'])}", "dim")))
         elif kind == "current_mode_update":
@@ -319,6 +357,42 @@ class ConsoleOutput(Output):
         elif kind == "notice":
             message = update.raw.get("message") or update.raw.get("text") or ""
             self._info(_text((f"notice: {shown(message)}", "dim")))
+
+    def _plan(self, raw_entries: Any) -> None:
+        """The plan, replaced whole by each update. On a terminal it is redrawn in place while
+        nothing was shown after it (else drawn again below). Off a terminal the first plan is
+        shown whole, a later one with as many entries as the entries that changed, one line
+        each (``plan: [x] Run the tests``), one with other entries whole again."""
+        entries = [
+            f"{PLAN_MARK.get(str(e.get('status')), '[?]')} {shown(e.get('content', ''))}"
+            for e in (raw_entries if isinstance(raw_entries, list) else [])
+            if isinstance(e, dict)
+        ]
+        previous, self._plan_shown = self._plan_shown, entries
+        if self.quiet:
+            return
+        if previous is not None and self._plan_rows and self.err.is_terminal and self._at_plan():
+            self._hide_spinner()
+            self.err.file.write(f"\x1b[{self._plan_rows}F\x1b[J")  # up to the plan's first row, clear
+            self._plan_rows = 0
+        elif previous is not None:
+            changed = [e for i, e in enumerate(entries) if i >= len(previous) or previous[i] != e]
+            if len(entries) == len(previous) and not self.err.is_terminal:
+                for entry in changed:
+                    self._info(_text(("plan: ", "bold"), entry))
+                return
+        self._info(_text(("plan", "bold"), *(f"\n  {entry}" for entry in entries)))
+        if self.err.is_terminal:
+            from rich.cells import cell_len
+
+            width = max(self.err.width, 1)
+            rows = ["plan", *(f"  {entry}" for entry in entries)]
+            self._plan_rows = sum(max(1, -(-cell_len(row) // width)) for row in rows)
+            self._plan_mark = self._shown_count
+
+    def _at_plan(self) -> bool:
+        """Nothing was shown since the plan (so it is the last thing on the screen)."""
+        return self._plan_mark == self._shown_count
 
     def _tool(self, update: Update) -> None:
         raw = update.raw
@@ -370,7 +444,9 @@ class ConsoleOutput(Output):
         text = table[rung]
         self._info(_text((f"  → {text}", colour), " ", (f"(+{elapsed * 1000:.0f} ms)", "dim")))
 
-    def result(self, result: TurnResult) -> None:
+    def result(self, result: TurnResult, waited: float = 0.0) -> None:
+        """``waited``: the seconds of the turn spent waiting for the user to answer a question,
+        said apart from the turn's own time."""
         self._hide_spinner()
         self._end_line(turn_over=True)
         if self.quiet:
@@ -392,12 +468,17 @@ class ConsoleOutput(Output):
         elif cancel is not None:
             detail += f"; cancel: {cancel.resolved_by}"
         colour = {"completed": "green", "cancelled": "yellow"}.get(res, "red")
-        self.err.print(_text((f"turn {res}", colour), " ", (f"({detail}; {result.elapsed:.2f} s)", "dim")))
+        took = f"{max(result.elapsed - waited, 0.0):.2f} s"
+        if waited > 0:
+            took += f", plus {waited:.2f} s waiting for your answer"
+        self.err.print(_text((f"turn {res}", colour), " ", (f"({detail}; {took})", "dim")))
+        self._shown_count += 1
 
     def error(self, message: str) -> None:
         self._hide_spinner()
         self._end_line()
         self.err.print(_text(("error:", "bold red"), f" {shown(message, lines=True)}"))
+        self._shown_count += 1
 
     def note(self, message: str) -> None:
         self._info(_text((shown(message, lines=True), "dim")))

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from ..core import Resolution
-from ..driver import AgentExitedError, ClientServices, PromptTurn, TurnResult
+from ..driver import AgentExitedError, ClientServices, PromptTurn, SessionHandle, TurnResult
 from . import _codes as codes
 from ._controller import Controller
 from ._permissions import Permissions
@@ -18,6 +18,7 @@ from ._render import ConsoleOutput, JsonOutput, Output
 from ._start import abortable_start, start_session
 from ._stdin import StdinLines, interactive
 from ._stdout import StdoutGuard, run_guarded
+from ._text import shown
 
 
 def _services(
@@ -30,6 +31,12 @@ def _services(
         fs=None if opts.no_fs else LocalFileSystem(),
         terminals=None if opts.no_terminal else LocalTerminals(),
     )
+
+
+def _time_questions(services: ClientServices, controller: Controller) -> None:
+    """The user's time at a permission question is not the turn's: the controller is told."""
+    if isinstance(services.permission, Permissions):
+        services.permission.asking = controller.asking
 
 
 def _exit_code(result: TurnResult, reason: str | None) -> int:
@@ -76,7 +83,7 @@ async def _run_turn(turn: PromptTurn, output: Output, controller: Controller, ti
         output.error(f"the connection was lost during the turn: {result.error.message}")
     elif result.error is not None and result.resolution is Resolution.ERROR:
         output.error(f"the agent answered the prompt with an error: {result.error.message}")
-    output.result(result)
+    output.result(result, controller.user_time)
     return _exit_code(result, controller.reason)
 
 
@@ -101,6 +108,7 @@ async def _run(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str,
     ask = interactive() and not opts.json
     services = _services(opts, output, lines if ask else None)
     controller = Controller(output)
+    _time_questions(services, controller)
     stdout.on_gone = lambda: controller.on_signal(signal.SIGPIPE)
     stdout.on_failed = controller.on_output_lost
     controller.install()
@@ -112,6 +120,8 @@ async def _run(opts: argparse.Namespace, argv: list[str], cwd: str, prompt: str,
             if isinstance(started, int):
                 return controller.exit_code(started)
             output.session_started(started)
+            if isinstance(output, JsonOutput):
+                output.listen(started)
             code = await _run_turn(started.prompt(prompt), output, controller, opts.turn_timeout)
         finally:
             if reader is not None:
@@ -132,6 +142,7 @@ async def _chat(opts: argparse.Namespace, argv: list[str], cwd: str, stdout: Std
     tty = interactive()
     services = _services(opts, output, (lambda: reader) if tty else None)
     controller = Controller(output, chat=True)
+    _time_questions(services, controller)
     stdout.on_gone = lambda: controller.on_signal(signal.SIGPIPE)
     stdout.on_failed = controller.on_output_lost
     controller.install()
@@ -163,7 +174,7 @@ async def _converse(
     agent = session.agent
     output.session_started(session)
     if tty:
-        sys.stderr.write("Type a prompt and press Enter; Ctrl-C cancels a turn; Ctrl-D quits.\n")
+        sys.stderr.write("Type a prompt and press Enter; Ctrl-C cancels a turn; Ctrl-D quits; /help.\n")
     code = codes.EXIT_OK
     loop = asyncio.get_running_loop()
     while controller.signum is None:
@@ -185,8 +196,13 @@ async def _converse(
             break
         if not line.strip():
             continue
+        if line.strip() == "/help":
+            sys.stderr.write(chat_help(session))
+            continue
+        if line.startswith("//"):
+            line = line[1:]  # "//help" sends "/help"
         try:
-            code = await _run_turn(session.prompt(line), output, controller, None)
+            code = await _run_turn(session.prompt(line), output, controller, opts.turn_timeout)
         except AgentExitedError as exc:
             output.error(str(exc))
             return codes.EXIT_DISCONNECTED if agent.remote else codes.EXIT_AGENT_EXITED
@@ -197,4 +213,38 @@ async def _converse(
                 else "the agent is gone; ending the chat"
             )
             return codes.EXIT_DISCONNECTED if agent.remote else codes.EXIT_AGENT_EXITED
-    return codes.EXIT_OK if code in (codes.EXIT_OK, codes.EXIT_INTERRUPTED) else code
+    # A turn cancelled by Ctrl-C or --turn-timeout was one turn: the chat went on.
+    return codes.EXIT_OK if code in (codes.EXIT_OK, codes.EXIT_INTERRUPTED, codes.EXIT_TIMEOUT) else code
+
+
+def chat_help(session: SessionHandle) -> str:
+    """``/help`` in ``chat``: the chat's own keys and commands, then the commands the agent
+    advertised (its last ``available_commands_update``), shown as text."""
+    lines = [
+        "chat: type a prompt and press Enter; it is sent to the agent as one turn.",
+        "  /help        this help (answered here, not sent to the agent)",
+        "  //TEXT       send /TEXT as is (//help sends /help to the agent)",
+        "  Ctrl-C       cancel the running turn (twice: kill the agent); at the prompt: quit",
+        "  Ctrl-D       quit",
+    ]
+    commands = _advertised_commands(session)
+    if commands:
+        lines.append("the agent's commands (sent to it as prompts):")
+        for name, description in commands:
+            lines.append(f"  /{shown(name)}" + (f"  {shown(description)}" if description else ""))
+    else:
+        lines.append("the agent advertised no commands of its own (lines starting with / go to it as text)")
+    return "\n".join(lines) + "\n"
+
+
+def _advertised_commands(session: SessionHandle) -> list[tuple[str, str]]:
+    latest = None
+    for update in session.session_updates:
+        if update.kind == "available_commands_update":
+            latest = update.raw.get("availableCommands")
+    found = []
+    for command in latest if isinstance(latest, list) else []:
+        if isinstance(command, dict) and isinstance(command.get("name"), str):
+            description = command.get("description")
+            found.append((command["name"], description if isinstance(description, str) else ""))
+    return found

@@ -18,8 +18,9 @@ from typing import Any
 SERVE_EPILOG = """\
 examples:
   acp-driver serve                               the reference agent on ws://127.0.0.1:8765/acp
-  acp-driver serve --port 9000 -- npx @zed-industries/claude-code-acp
-  acp-driver serve --host 0.0.0.0 --token-file ~/.acp-token --certfile cert.pem --keyfile key.pem -- my-agent
+  acp-driver serve --port 9000 -- npx @agentclientprotocol/claude-agent-acp
+  acp-driver serve --host 0.0.0.0 --token-file ~/.acp-token \\
+      --certfile cert.pem --keyfile key.pem -- my-agent
 
 Clients connect to ws://HOST:PORT/acp (WebSocket) or http://HOST:PORT/acp (Streamable HTTP; HTTP/1.1
 or HTTP/2, TLS with --certfile/--keyfile). With a token they send 'Authorization: Bearer TOKEN'.
@@ -41,7 +42,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         DEFAULT_MAX_MESSAGE_BYTES,
         DEFAULT_PORT,
     )
-    from ._options import add_common, seconds
+    from ._options import HelpFormatter, add_common, seconds
 
     serve = argparse.ArgumentParser(
         prog="acp-driver serve",
@@ -49,7 +50,7 @@ def build_serve_parser() -> argparse.ArgumentParser:
         "(the ACP remote transport). Each connection gets its own agent process; when a connection "
         "ends, its turns are cancelled through the ladder and the agent is reaped.",
         epilog=SERVE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument(
@@ -203,21 +204,9 @@ def read_token(opts: argparse.Namespace) -> str | None:
     if len(given) > 1:
         raise ValueError(f"give the token once: {' and '.join(given)} are both set")
     if opts.token_file is not None:
-        try:
-            with open(opts.token_file, encoding="utf-8") as file:
-                mode = os.fstat(file.fileno()).st_mode
-                first = file.readline()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read the token file: {exc}") from None
-        token = first.strip()
-        if not token:
-            raise ValueError(f"the token file {opts.token_file!r} has no token on its first line")
-        if mode & 0o077:
-            sys.stderr.write(
-                f"acp-driver serve: warning: the token file {opts.token_file!r} is readable by others "
-                f"(mode {mode & 0o777:o}); chmod 600 it\n"
-            )
-        return token
+        from ._remote_options import read_token_file
+
+        return read_token_file(opts.token_file, "acp-driver serve")
     if from_env is not None:
         return from_env.strip()
     if opts.token is not None:

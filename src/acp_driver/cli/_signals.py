@@ -6,7 +6,7 @@ ignored, ``trap '' TERM`` in a script or a supervisor ignores SIGTERM. That is t
 (an ignored signal stays ignored across ``exec``), which shells keep themselves (POSIX ``trap``:
 signals ignored on entry to a non-interactive shell cannot be trapped or reset) and Python too: it
 installs no ``KeyboardInterrupt`` handler when SIGINT is inherited ignored. So every command that
-takes over signals (``run``, ``chat``, ``check``, ``serve``, ``agent``) takes over only those of
+takes over signals (``run``, ``chat``, ``check``, ``serve``, ``proxy``, ``agent``) takes over only those of
 :func:`handled`; a signal that was not ignored at start behaves as the command documents.
 
 The dispositions are read once, when this module is first imported: each command imports it
@@ -14,7 +14,7 @@ before it changes any disposition (``asyncio.run`` replaces only Python's own SI
 never an ignore). Read later they would be wrong: a command ignores its signals itself on its way
 out (so that a late one cannot replace its exit code by a death).
 
-:class:`Routed` is how ``run``, ``chat`` and ``serve`` take their signals over: from a handler
+:class:`Routed` is how ``run``, ``chat``, ``serve`` and ``proxy`` take their signals over: from a handler
 straight to ``SIG_IGN``, never through the default action on the way.
 """
 

@@ -14,6 +14,7 @@ from ..core import DEFAULT_BUDGET, AcpError, LadderPolicy, RpcError
 from ..driver import AgentExitedError, AgentHandle, AgentStartError, ClientServices, SessionHandle, connect
 from . import _codes as codes
 from ._controller import Controller, signal_name
+from ._remote_options import credentials_hint
 from ._render import Output
 
 
@@ -121,7 +122,7 @@ async def start_session(
                 protocol=protocol_option(opts),
             )
     except AgentStartError as exc:
-        output.error(f"agent failed to start: {exc}")
+        output.error(f"agent failed to start: {exc}{credentials_hint(exc) if url is not None else ''}")
         raise StartFailed(codes.EXIT_ERROR) from None
     except (ValueError, OSError) as exc:  # a URL or a connection a transport refused its own way
         output.error(f"cannot connect to {url}: {exc}")
@@ -131,10 +132,14 @@ async def start_session(
     output.agent_started(agent)
     if opts.auth is not None:
         await _authenticate(agent, opts.auth, output)
+    continued: str | None = getattr(opts, "session", None)
     try:
-        session = await agent.new_session(cwd)
+        if continued is not None:
+            session = await _continue_session(agent, continued, cwd, output)
+        else:
+            session = await agent.new_session(cwd)
     except (AcpError, RpcError) as exc:
-        message = f"session/new failed: {exc}"
+        message = f"{_opening(agent, continued)} failed: {exc}"
         if isinstance(exc, RpcError) and exc.code == AUTH_REQUIRED:
             message += f"\nthe agent requires authentication: pass --auth METHOD_ID; {_auth_offer(agent)}"
         output.error(message)
@@ -152,13 +157,35 @@ async def start_session(
     return session
 
 
+def _opening(agent: AgentHandle, continued: str | None) -> str:
+    """The request that opens the session: ``session/new``, or what continues ``--session``."""
+    if continued is None:
+        return "session/new"
+    method = "session/resume" if agent.supports("resume") else "session/load"
+    return f"{method} {continued!r}"
+
+
+async def _continue_session(agent: AgentHandle, session_id: str, cwd: str, output: Output) -> SessionHandle:
+    """``--session ID``: ``session/resume`` (no replay), else ``session/load`` (the agent replays
+    the history first), as the agent advertises; neither is a start error naming both."""
+    if agent.supports("resume"):
+        return await agent.resume_session(session_id, cwd)
+    if agent.supports("load"):
+        return await agent.load_session(session_id, cwd)
+    output.error(
+        f"--session {session_id}: the agent advertises neither session/resume nor session/load, "
+        "so it cannot continue a session (leave --session out to open a new one)"
+    )
+    raise StartFailed(codes.EXIT_ERROR)
+
+
 def _failed_code(exc: Exception) -> int:
     return codes.EXIT_AGENT_EXITED if isinstance(exc, AgentExitedError) else codes.EXIT_ERROR
 
 
 def _mode_request(session: SessionHandle, mode: str) -> str:
     """What ``set_mode`` sent: v2 has no modes, it sets the ``mode`` config option."""
-    if session.spans is not None:
+    if session.life.profile.modes_are_options:
         return f'session/set_config_option (configId "mode", type "id", value {mode!r})'
     return "session/set_mode"
 
@@ -166,7 +193,7 @@ def _mode_request(session: SessionHandle, mode: str) -> str:
 def _modes_offer(session: SessionHandle) -> str:
     """The modes the agent offered in ``session/new`` (v1: ``modes.availableModes``; v2: the
     values of its ``mode`` config option), if any."""
-    if session.spans is not None:
+    if session.life.profile.modes_are_options:
         values = _config_values(session.config_options, "mode")
         return f"; the agent offers: {', '.join(values)}" if values else "; the agent offered no mode option"
     modes = session.modes.get("availableModes") if session.modes is not None else None

@@ -4,15 +4,14 @@ Imports nothing from asyncio, subprocess, os or time (a test keeps it that way).
 lazily (``acp_driver._lazy``): an agent does not import the host's turn machine and ladder.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._agent_turn": (
-            "AGENT_TURN_TRANSITIONS",
             "AgentTurnEvent",
             "AgentTurnMachine",
             "AgentTurnState",
@@ -60,7 +59,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
         ),
         "._json": ("encode_json", "encode_relayed", "parse_json", "printable", "scrub"),
         "._connection_end": ("ConnectionEndMachine",),
-        "._host_turn": ("TRANSITIONS", "TurnMachine", "TurnState"),
+        "._host_turn": ("TurnMachine", "TurnState"),
         "._ladder": (
             "DEFAULT_BUDGET",
             "CancelLadder",
@@ -71,8 +70,29 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "Seen",
             "Step",
         ),
+        "._negotiation": (
+            "ECHO_NOTE",
+            "Negotiated",
+            "NegotiationError",
+            "Wanted",
+            "answers_like_v1",
+            "first_version",
+            "initialize_params",
+            "read_answer",
+            "retry_version",
+        ),
         "._rungs": ("Action", "Rung"),
-        "._spans": ("Routed", "SessionSpans"),
+        "._lifecycle": (
+            "CancelPlan",
+            "Decided",
+            "Decision",
+            "Effects",
+            "PromptState",
+            "SessionLifecycle",
+            "V1Session",
+            "V2Session",
+            "lifecycle_for",
+        ),
         "._shapes": ("Shapes",),
         "._profile": (
             "LATEST",
@@ -100,8 +120,7 @@ __all__, __getattr__, __dir__ = lazy_exports(
     },
 )
 
-if TYPE_CHECKING:
-    from ._agent_turn import AGENT_TURN_TRANSITIONS as AGENT_TURN_TRANSITIONS
+if typing.TYPE_CHECKING:
     from ._agent_turn import AgentTurnEvent as AgentTurnEvent
     from ._agent_turn import AgentTurnMachine as AgentTurnMachine
     from ._agent_turn import AgentTurnState as AgentTurnState
@@ -139,7 +158,6 @@ if TYPE_CHECKING:
     from ._framing import DEFAULT_MAX_LINE_BYTES as DEFAULT_MAX_LINE_BYTES
     from ._framing import LineFramer as LineFramer
     from ._framing import OversizedLine as OversizedLine
-    from ._host_turn import TRANSITIONS as TRANSITIONS
     from ._host_turn import TurnMachine as TurnMachine
     from ._host_turn import TurnState as TurnState
     from ._json import encode_json as encode_json
@@ -160,6 +178,24 @@ if TYPE_CHECKING:
     from ._ledger import Ledger as Ledger
     from ._ledger import Outcome as Outcome
     from ._ledger import Tombstone as Tombstone
+    from ._lifecycle import CancelPlan as CancelPlan
+    from ._lifecycle import Decided as Decided
+    from ._lifecycle import Decision as Decision
+    from ._lifecycle import Effects as Effects
+    from ._lifecycle import PromptState as PromptState
+    from ._lifecycle import SessionLifecycle as SessionLifecycle
+    from ._lifecycle import V1Session as V1Session
+    from ._lifecycle import V2Session as V2Session
+    from ._lifecycle import lifecycle_for as lifecycle_for
+    from ._negotiation import ECHO_NOTE as ECHO_NOTE
+    from ._negotiation import Negotiated as Negotiated
+    from ._negotiation import NegotiationError as NegotiationError
+    from ._negotiation import Wanted as Wanted
+    from ._negotiation import answers_like_v1 as answers_like_v1
+    from ._negotiation import first_version as first_version
+    from ._negotiation import initialize_params as initialize_params
+    from ._negotiation import read_answer as read_answer
+    from ._negotiation import retry_version as retry_version
     from ._profile import LATEST as LATEST
     from ._profile import PROFILES as PROFILES
     from ._profile import V1 as V1
@@ -175,5 +211,3 @@ if TYPE_CHECKING:
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
     from ._shapes import Shapes as Shapes
-    from ._spans import Routed as Routed
-    from ._spans import SessionSpans as SessionSpans

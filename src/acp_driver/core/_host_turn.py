@@ -7,6 +7,11 @@ actions it gets back. Nothing here waits, reads a clock or does I/O.
 States and what moves them (``TRANSITIONS`` is the table)::
 
     RUNNING ---- cancel ------------> CANCELLING   actions: session_cancel (then the ladder)
+    RUNNING ---- withdraw ----------> CANCELLING   v2, held behind work: cancel_request for it
+                                                   only (the held ladder); no confirmation by
+                                                   the budget: RESOLVED CANCELLED "unconfirmed"
+    CANCELLING - inserted ----------> CANCELLING   v2, withdrawn but inserted anyway: the full
+                                                   ladder from now, its deadlines from the cancel
     RUNNING ---- kill_now ----------> CANCELLING   actions: kill
     CANCELLING - tick (deadline) ---> CANCELLING   actions: the ladder's steps now due
     CANCELLING - kill_now ----------> CANCELLING   actions: kill (skips what was left)
@@ -23,7 +28,8 @@ How an ending maps to a ``Resolution`` (``resolve``):
   else ``AGENT_EXITED``;
 - stop reason ``cancelled`` (or ``-32800`` on the prompt), or the host abandoned the prompt:
   ``CANCELLED``;
-- an error answer: ``ERROR``; any other stop reason: ``COMPLETED``.
+- an error answer, or (v2) the stop reason ``error``: ``ERROR``; any other stop reason:
+  ``COMPLETED``.
 
 What the result says happened (``attribute``, decided once, when the turn resolves):
 
@@ -31,7 +37,9 @@ What the result says happened (``attribute``, decided once, when the turn resolv
   closed the session, or abandoned the prompt) or ``agent`` (stop reason ``cancelled`` or
   ``-32800`` that nobody here asked for); None for any other resolution;
 - ``resolved_by``: for a cancelled-by-the-host turn, the ladder step that took effect (the last
-  one taken before the end); ``ignored`` when the agent ended the turn on its own terms after
+  one taken before the end); v2, for a held prompt: ``withdrawn`` (the agent refused it at the
+  withdrawal) or ``unconfirmed`` (it did not within the budget: the host resolved the turn,
+  and cancels its span if the agent inserts it later); ``ignored`` when the agent ended the turn on its own terms after
   the cancel (``COMPLETED`` with another stop reason: it ignored the cancel, or finished first);
   ``unreported`` when it ended it with no stop reason at all (v2's idle may omit it); None when
   the host never cancelled.
@@ -43,7 +51,7 @@ import enum
 from collections.abc import Callable
 
 from ._escalation import EXIT_WAIT
-from ._ladder import CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
+from ._ladder import HELD_SCHEDULE, CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
 from ._profile import V1, ProtocolProfile
 from ._rungs import Action, Rung
 
@@ -91,6 +99,12 @@ class TurnMachine:
         self._abandoned = False
         self._unreported = False
         """v2: the idle that ended the turn reported no stop reason."""
+        self._give_up_at: float | None = None
+        """v2, a held prompt being withdrawn: when the host resolves it unconfirmed (the budget)."""
+        self.withdrawing = False
+        """v2: the cancel is a withdrawal of a held prompt (it never ran)."""
+        self.gave_up = False
+        """v2: that withdrawal was not confirmed in time; the host resolved the turn itself."""
         self.host_closed = False
         """The host closed the turn's session (``session/close`` cancels its work): a
         cancellation that follows is the host's."""
@@ -126,13 +140,37 @@ class TurnMachine:
             return self._after(self.ladder.skip_to_kill(now), now)
         return self._after(self.ladder.poll(now), now)
 
+    def _start_withdraw(self, observation: Observation, now: float) -> Step:
+        self.state = TurnState.CANCELLING
+        self.cancel_requested_at = now
+        self.withdrawing = True
+        self.ladder = CancelLadder(self.policy, now, HELD_SCHEDULE)
+        self._give_up_at = now + self.policy.budget
+        return self._after(self.ladder.poll(now), now)
+
+    def _inserted(self, observation: Observation, now: float) -> Step:
+        if self._give_up_at is None:
+            return _NOTHING
+        assert self.ladder is not None
+        self._give_up_at = None
+        return self._after(self.ladder.escalate(now), now)
+
     def _tick(self, observation: Observation, now: float) -> Step:
+        if self._give_up_at is not None and now >= self._give_up_at:
+            return self._give_up(now)
         if self._kill_deadline is not None and now >= self._kill_deadline:
             return self._resolve_as(Resolution.DISCONNECTED if self.remote else Resolution.KILLED, now)
         assert self.ladder is not None
         return self._after(self.ladder.poll(now), now)
 
+    def _give_up(self, now: float) -> Step:
+        """The withdrawal of a held prompt was not confirmed in time: the host resolves it."""
+        self.gave_up = True
+        return self._resolve_as(Resolution.CANCELLED, now)
+
     def _kill_now(self, observation: Observation, now: float) -> Step:
+        if self._give_up_at is not None:
+            return self._give_up(now)  # held: nothing of it runs to kill
         assert self.ladder is not None
         return self._after(self.ladder.skip_to_kill(now), now)
 
@@ -147,6 +185,8 @@ class TurnMachine:
         if Rung.KILL in rungs:
             self._kill_deadline = now + self.exit_wait
         deadline = ladder.next_deadline()
+        if deadline is None and self._give_up_at is not None:
+            deadline = self._give_up_at  # withdrawn: the agent's -32800 or the host's own end
         if deadline is None and self._kill_deadline is not None:
             deadline = self._kill_deadline  # SIGKILL sent: the exit is certain; wait for it, bounded
         table = self.profile.rung_actions
@@ -180,6 +220,8 @@ class TurnMachine:
         ladder = self.ladder
         assert ladder is not None
         last = ladder.resolved_by
+        if last is Rung.WITHDRAW and resolution is Resolution.CANCELLED:
+            return cancelled_by, "unconfirmed" if self.gave_up else "withdrawn"
         return cancelled_by, last.value if last is not None else None
 
     # ------------------------------------------------------------------ the mapping
@@ -192,7 +234,7 @@ class TurnMachine:
             return Resolution.KILLED if observation.signalled or self.signalled else Resolution.AGENT_EXITED
         if self.profile.confirms_cancel(observation.stop_reason) or observation.seen is Seen.ABANDONED:
             return Resolution.CANCELLED
-        if observation.seen is Seen.FAILED:
+        if observation.seen is Seen.FAILED or observation.stop_reason in self.profile.error_stop_reasons:
             return Resolution.ERROR
         return Resolution.COMPLETED
 
@@ -202,6 +244,8 @@ _Transition = Callable[[TurnMachine, Observation, float], Step]
 TRANSITIONS: dict[tuple[TurnState, Seen], _Transition] = {
     (TurnState.RUNNING, Seen.CANCEL): TurnMachine._start_cancel,
     (TurnState.RUNNING, Seen.KILL_NOW): TurnMachine._start_cancel,
+    (TurnState.RUNNING, Seen.WITHDRAW): TurnMachine._start_withdraw,
+    (TurnState.CANCELLING, Seen.INSERTED): TurnMachine._inserted,
     (TurnState.RUNNING, Seen.ANSWERED): TurnMachine._end,
     (TurnState.RUNNING, Seen.FAILED): TurnMachine._end,
     (TurnState.RUNNING, Seen.GONE): TurnMachine._end,

@@ -80,13 +80,19 @@ class LadderPolicy:
         return list(self._schedule)
 
 
+HELD_SCHEDULE: tuple[tuple[float, Rung], ...] = ((0.0, Rung.WITHDRAW),)
+"""v2, a prompt held behind other work: withdrawn at once; the host gives up at the budget."""
+
+
 class CancelLadder:
     """The ladder for one cancel, started at ``started_at``."""
 
-    def __init__(self, policy: LadderPolicy, started_at: float) -> None:
+    def __init__(
+        self, policy: LadderPolicy, started_at: float, steps: tuple[tuple[float, Rung], ...] | None = None
+    ) -> None:
         self.policy = policy
         self.started_at = started_at
-        self._steps = policy._schedule
+        self._steps = policy._schedule if steps is None else steps
         self._next = 0
         """Index in ``_steps`` of the first step not taken (``len``: none left)."""
         self.taken: list[tuple[float, Rung]] = []
@@ -127,6 +133,17 @@ class CancelLadder:
         if self.resolution is not None or self._next >= len(self._steps):
             return None
         return self.started_at + self._steps[self._next][0]
+
+    def escalate(self, now: float) -> list[Rung]:
+        """Go on as the full ladder from ``now`` (v2: a held prompt the host was withdrawing was
+        inserted anyway): ``SESSION_CANCEL`` now, the later steps at their times from the
+        original cancel (the budget still counts from it)."""
+        if self.resolution is not None:
+            return []
+        self._steps = self.policy._schedule
+        self._next = 1
+        self.taken.append((now, Rung.SESSION_CANCEL))
+        return [Rung.SESSION_CANCEL, *self.poll(now)]
 
     def skip_to_kill(self, now: float) -> list[Rung]:
         """Jump straight to SIGKILL: returns ``[KILL]`` unless it was taken or the ladder resolved."""
@@ -175,6 +192,10 @@ class Seen(enum.Enum):
     """The connection ended before the answer (the agent exited or was killed)."""
     ABANDONED = "abandoned"
     """The host stopped waiting for the answer (the task awaiting the prompt was cancelled)."""
+    WITHDRAW = "withdraw"
+    """v2: the host cancelled a prompt held behind other work (the held ladder: withdraw it)."""
+    INSERTED = "inserted"
+    """v2: the agent inserted a prompt the host was withdrawing (the full ladder takes over)."""
     NOTHING_IN_FLIGHT = "nothing_in_flight"
     """A connection's end: no prompt is unanswered any more (the agent's input can close)."""
 

@@ -11,7 +11,8 @@ version asks the profile instead:
   ``cancelled`` (v1 the prompt's answer, or ``-32800`` on it; v2 the idle's);
 - **which methods and update kinds exist** (``agent_methods``, ``client_methods``,
   ``turn_updates``, ``session_updates``, ``stop_reasons``);
-- **what each rung of the cancel ladder does on the wire** (``rung_actions``).
+- **what each rung of the cancel ladder does on the wire** (``rung_actions``);
+- **what a client's params must hold** (``requirements``, from the version's schema).
 
 Pure data: no I/O, no clock.
 """
@@ -25,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .. import protocol as p
+from ._requirements import V1_REQUIREMENTS, V2_REQUIREMENTS, Requirements
 from ._rungs import Action, Rung
 from ._shapes import V1_SHAPES, V2_SHAPES, Shapes
 
@@ -36,7 +38,7 @@ class TurnEnd(enum.Enum):
     """v1: the answer to ``session/prompt`` carries the stop reason."""
     IDLE_STATE = "idle_state"
     """v2: the prompt is answered when inserted; the work it starts ends with an idle
-    ``state_update`` carrying the stop reason (``core.SessionSpans`` follows it)."""
+    ``state_update`` carrying the stop reason (``core.V2Session`` follows it)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class ProtocolProfile:
     version: int
     turn_end: TurnEnd
     stop_reasons: frozenset[str]
+    error_stop_reasons: frozenset[str]
+    """Stop reasons that say the turn failed (v2's ``error``): the turn resolves ``ERROR``."""
     turn_updates: frozenset[str]
     """``sessionUpdate`` kinds that belong to the running turn."""
     session_updates: frozenset[str]
@@ -58,6 +62,41 @@ class ProtocolProfile:
     """What a host does to the agent at each rung of the cancel ladder."""
     shapes: Shapes
     """How an agent writes its chunks, tool calls, plans and permission questions."""
+    info_field: str
+    """Where ``initialize`` carries the agent's (and, ``client_`` prefixed in v1, the
+    client's) name and version: v1 ``agentInfo``/``clientInfo``, v2 ``info`` both ways."""
+    capabilities_field: str
+    """Where ``initialize``'s answer carries the agent's capabilities (v1 ``agentCapabilities``)."""
+    client_info_field: str
+    client_capabilities_field: str
+    """Where ``initialize``'s params carry the client's info and capabilities."""
+    auth_login: str
+    """The method that logs in with one of the agent's ``authMethods``."""
+    session_capabilities_field: str
+    """Where the agent's capabilities list its optional session methods."""
+    baseline_session_features: frozenset[str]
+    """Session methods every agent of this version has once it lists session capabilities."""
+    load_capability: str | None
+    """The capability flag that advertises ``session/load`` (None: listed with the others)."""
+    holds_prompts: bool
+    """A prompt sent while the agent works is held and inserted later (v2); v1: one turn at a time."""
+    modes_are_options: bool
+    """No ``session/set_mode``: a mode is the ``mode`` config option (v2)."""
+    typed_option_values: bool
+    """``session/set_config_option`` says which kind its value is (``type``: ``id``/``boolean``; v2)."""
+    withdrawn_question_cancelled: bool
+    """A permission request the agent withdraws is answered with the ``cancelled`` outcome (v2's
+    schema); v1: ``-32800``."""
+    cancellable_tool_calls: bool
+    """A tool call may advertise ``capabilities.cancel`` (``tool_call/cancel``, v2)."""
+    requirements: Requirements
+    """The members the params of each method (and each prompt content block) must have."""
+
+    @property
+    def answer_ends_turn(self) -> bool:
+        """The answer to ``session/prompt`` ends the turn (v1); else it says the prompt was
+        inserted, and an idle ``state_update`` ends the work (v2)."""
+        return self.turn_end is TurnEnd.PROMPT_ANSWER
 
     def answer_stop_reason(self, answer: Any) -> str | None:
         """The stop reason a ``session/prompt`` answer ends the turn with (None: not a valid
@@ -76,6 +115,16 @@ class ProtocolProfile:
             return reason
         return None
 
+    def supports(self, capabilities: Mapping[str, Any], feature: str) -> bool:
+        """Whether an agent advertising ``capabilities`` has session method ``feature``
+        (``load``, ``list``, ``resume``, ``close``)."""
+        if feature == "load" and self.load_capability is not None:
+            return bool(capabilities.get(self.load_capability))
+        listed = capabilities.get(self.session_capabilities_field)
+        return isinstance(listed, dict) and (
+            feature in self.baseline_session_features or listed.get(feature) is not None
+        )
+
     def confirms_cancel(self, stop_reason: str | None) -> bool:
         """Whether a turn ending with ``stop_reason`` complied with a cancel."""
         return stop_reason == "cancelled"
@@ -85,6 +134,7 @@ V1 = ProtocolProfile(
     version=1,
     turn_end=TurnEnd.PROMPT_ANSWER,
     stop_reasons=p.STOP_REASONS,
+    error_stop_reasons=frozenset(),
     turn_updates=p.TURN_UPDATES,
     session_updates=p.SESSION_WIDE_UPDATES,
     agent_methods=frozenset(
@@ -121,6 +171,7 @@ V1 = ProtocolProfile(
     ),
     rung_actions=MappingProxyType(
         {
+            Rung.WITHDRAW: (Action.CANCEL_REQUEST,),
             Rung.SESSION_CANCEL: (Action.SESSION_CANCEL,),
             Rung.CANCEL_REQUEST: (Action.CANCEL_REQUEST,),
             Rung.TERMINATE: (Action.TERMINATE,),
@@ -128,12 +179,27 @@ V1 = ProtocolProfile(
         }
     ),
     shapes=V1_SHAPES,
+    info_field="agentInfo",
+    capabilities_field="agentCapabilities",
+    client_info_field="clientInfo",
+    client_capabilities_field="clientCapabilities",
+    auth_login=p.AUTHENTICATE,
+    session_capabilities_field="sessionCapabilities",
+    baseline_session_features=frozenset(),
+    load_capability="loadSession",
+    holds_prompts=False,
+    modes_are_options=False,
+    typed_option_values=False,
+    withdrawn_question_cancelled=False,
+    cancellable_tool_calls=False,
+    requirements=V1_REQUIREMENTS,
 )
 
 V2 = ProtocolProfile(
     version=2,
     turn_end=TurnEnd.IDLE_STATE,
     stop_reasons=p.STOP_REASONS_V2,
+    error_stop_reasons=frozenset({"error"}),
     turn_updates=p.TURN_UPDATES_V2,
     session_updates=p.SESSION_WIDE_UPDATES_V2,
     agent_methods=frozenset(
@@ -167,6 +233,7 @@ V2 = ProtocolProfile(
     # running turn was answered at insertion, there is nothing left to cancel of it.
     rung_actions=MappingProxyType(
         {
+            Rung.WITHDRAW: (Action.CANCEL_REQUEST,),
             Rung.SESSION_CANCEL: (Action.SESSION_CANCEL,),
             Rung.CANCEL_REQUEST: (Action.CANCEL_REQUEST,),
             Rung.TERMINATE: (Action.TERMINATE,),
@@ -174,6 +241,20 @@ V2 = ProtocolProfile(
         }
     ),
     shapes=V2_SHAPES,
+    info_field="info",
+    capabilities_field="capabilities",
+    client_info_field="info",
+    client_capabilities_field="capabilities",
+    auth_login=p.AUTH_LOGIN,
+    session_capabilities_field="session",
+    baseline_session_features=frozenset({"list", "resume", "close"}),
+    load_capability=None,
+    holds_prompts=True,
+    modes_are_options=True,
+    typed_option_values=True,
+    withdrawn_question_cancelled=True,
+    cancellable_tool_calls=True,
+    requirements=V2_REQUIREMENTS,
 )
 
 PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1, 2: V2})

@@ -14,6 +14,9 @@ class Rung(Enum):
 
     __hash__ = object.__hash__  # members are singletons: identity (C) hash, not ``hash(name)``
 
+    WITHDRAW = "withdraw"
+    """v2: ``$/cancel_request`` for a prompt still held behind other work (it never ran); the
+    held ladder's only rung: unconfirmed at the budget, the host resolves the turn itself."""
     SESSION_CANCEL = "session_cancel"
     """``session/cancel`` sent; pending permission requests answered ``cancelled``."""
     CANCEL_REQUEST = "cancel_request"

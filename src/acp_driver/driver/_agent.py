@@ -33,20 +33,23 @@ from ..aio import AgentProcess, Clock, Connection, LoopClock, ProcessGroup, Stde
 from ..core import (
     CLOSE_GRACE,
     EXIT_WAIT,
-    LATEST,
-    PROFILES,
     SHUTDOWN_GRACE,
     TERM_GRACE,
     V1,
+    V2,
     AcpError,
     ErrorCode,
     LadderPolicy,
+    NegotiationError,
     ProtocolProfile,
     ProtocolViolation,
     RpcError,
     Tracer,
-    TurnEnd,
     Violation,
+    first_version,
+    initialize_params,
+    read_answer,
+    retry_version,
 )
 from ..trace import TraceSink, TraceTarget, follow_connection, open_trace, wire_tracer
 from ._errors import AgentExitedError, AgentStartError
@@ -61,14 +64,6 @@ logger = logging.getLogger("acp_driver.driver")
 
 Protocol = Literal["auto", 1, 2]
 """Which ACP version to speak: ``auto`` (the newest the agent speaks), or insist on 1 or 2."""
-
-_INITIALIZE_NAMES = {
-    TurnEnd.PROMPT_ANSWER: {"info": "agentInfo", "capabilities": "agentCapabilities"},
-    TurnEnd.IDLE_STATE: {"info": "info", "capabilities": "capabilities"},
-}
-"""Where each version's ``initialize`` answer puts the agent's info and capabilities."""
-
-_V2_BASELINE = frozenset({"list", "resume", "close"})
 
 
 class AgentHandle:
@@ -105,6 +100,8 @@ class AgentHandle:
         self.capabilities: dict[str, Any] = {}
         self.auth_methods: list[dict[str, Any]] = []
         self.protocol_version: int | None = None
+        self.negotiation_note: str | None = None
+        """Why the version spoken is not the one the agent claimed (``core.ECHO_NOTE``), if so."""
         self.signalled = False
         """The host signalled the agent (ladder, ``kill``, shutdown escalation)."""
         self.on_ladder_step: Any = None
@@ -185,10 +182,9 @@ class AgentHandle:
         except OSError as exc:
             if sink is not None and owned:
                 sink.close()
-            what = exc.strerror or str(exc)
-            if exc.filename is not None and str(exc.filename) != argv[0]:
-                what += f": {exc.filename}"  # e.g. the cwd does not exist
-            raise AgentStartError(f"cannot start agent {argv[0]!r}: {what}") from exc
+            search = (env if env is not None else os.environ).get("PATH", os.defpath)
+            why = AgentStartError.spawn_reason(argv[0], exc, search)
+            raise AgentStartError(f"cannot start agent {argv[0]!r}: {why}") from exc
         agent = cls(
             connection,
             ProcessPeer(child),
@@ -228,60 +224,44 @@ class AgentHandle:
             raise
 
     async def _initialize(self, timeout: float) -> None:
-        """``initialize``, negotiating the version (``protocol``): ``auto`` asks for the newest
-        version with v1's field names too, so that a v1 agent can answer it, and speaks what the
-        agent answers (falling back to v1 on the same connection, also after a v2 agent's
-        ``-32022`` naming 1 among its versions); ``1``/``2`` insist on that version."""
+        """``initialize``, negotiating the version (``protocol``) by ``core``'s one rule
+        (``core/_negotiation.py``): ``auto`` asks for the newest version with every version's
+        field names, so that a v1 agent can answer it, and speaks what the agent answers --
+        by its shape, not only the number it echoes (falling back to v1 on the same
+        connection, also after a v2 agent's ``-32022`` naming 1 among its versions);
+        ``1``/``2`` insist on that version."""
         wanted = self.protocol
-        ask = 1 if wanted == 1 else LATEST
+        first = first_version(wanted)
         try:
             response = await self._ask_initialize(
-                self._initialize_params(ask, both=wanted == "auto"), timeout
+                self._initialize_params(first, both=wanted == "auto"), timeout
             )
         except RpcError as exc:
-            supported = exc.data.get("supported") if isinstance(exc.data, dict) else None
-            if not (
-                wanted == "auto"
-                and exc.code == p.UNSUPPORTED_PROTOCOL_VERSION
-                and isinstance(supported, list)
-            ):
+            try:
+                again = retry_version(wanted, exc.code, exc.data, p.UNSUPPORTED_PROTOCOL_VERSION)
+            except NegotiationError as why:
+                raise AgentStartError(str(why)) from exc
+            if again is None:
                 raise
-            spoken = sorted(v for v in supported if v in PROFILES)
-            if not spoken:
-                raise AgentStartError(
-                    f"agent speaks ACP protocol versions {supported!r}; acp-driver speaks "
-                    + ", ".join(str(v) for v in sorted(PROFILES))
-                ) from exc
-            response = await self._ask_initialize(self._initialize_params(spoken[-1], both=False), timeout)
-        if not isinstance(response, dict):
-            raise AgentStartError(f"invalid initialize response: {response!r}")
-        version = response.get("protocolVersion")
-        profile = PROFILES.get(version) if type(version) is int else None
-        if profile is None or (wanted != "auto" and version != wanted):
-            spoken_here = ", ".join(str(v) for v in sorted(PROFILES)) if wanted == "auto" else str(wanted)
-            raise AgentStartError(
-                f"agent speaks ACP protocol version {version!r}; acp-driver asked for {spoken_here}"
-            )
-        self.profile = profile
-        self.protocol_version = version
-        names = _INITIALIZE_NAMES[profile.turn_end]
-        caps = response.get(names["capabilities"])
-        self.capabilities = caps if isinstance(caps, dict) else {}
-        info = response.get(names["info"])
-        self.info = info if isinstance(info, dict) else {}
-        methods = response.get("authMethods")
-        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+            response = await self._ask_initialize(self._initialize_params(again, both=False), timeout)
+        try:
+            negotiated = read_answer(wanted, response)
+        except NegotiationError as why:
+            raise AgentStartError(str(why)) from None
+        if negotiated.note is not None:
+            logger.warning("%s: %s", self.name, negotiated.note)
+        self.negotiation_note = negotiated.note
+        self.profile = negotiated.profile
+        self.protocol_version = negotiated.profile.version
+        self.capabilities = negotiated.capabilities
+        self.info = negotiated.info
+        self.auth_methods = negotiated.auth_methods
 
     def _initialize_params(self, version: int, *, both: bool) -> dict[str, Any]:
         info = {"name": "acp-driver", "title": "acp-driver", "version": __version__}
-        params: dict[str, Any] = {"protocolVersion": version}
-        if version >= 2:
-            params["info"] = info
-            params["capabilities"] = self.services.capabilities_v2()
-        if version == 1 or both:
-            params["clientInfo"] = info
-            params["clientCapabilities"] = self.services.capabilities()
-        return params
+        services = self.services
+        caps = {V1.version: services.capabilities(), V2.version: services.capabilities_v2()}
+        return initialize_params(version, both=both, info=info, capabilities=caps)
 
     async def _ask_initialize(self, params: dict[str, Any], timeout: float) -> Any:
         conn = self.connection
@@ -309,19 +289,27 @@ class AgentHandle:
             conn.on_violation = previous
             garbage.given_up.cancel()
 
+    def speaks_v1(self, turn: Any) -> None:
+        """v2 was agreed, but the agent answered ``turn``'s prompt the v1 way (a stop reason, no
+        ``messageId``): it speaks v1 (``core``'s negotiation rule). Every session goes on under
+        v1's lifecycle; what the agent sent for the turn, filed as v2 background work, is the
+        turn's."""
+        if self.profile is V1:
+            return
+        note = "agent answered a v2 prompt the v1 way: speaking v1"
+        logger.warning("%s: %s", self.name, note)
+        self.negotiation_note = note
+        self.profile = V1
+        self.protocol_version = V1.version
+        for session in self.sessions.values():
+            session.speak(V1)
+        for update in turn.session.take_background():
+            turn.accept(update)
+
     def supports(self, feature: str) -> bool:
         """``load``, ``list``, ``resume``, ``close``: advertised by the agent? (v2: the baseline
         list/resume/close come with ``capabilities.session``; there is no load.)"""
-        caps = self.capabilities
-        if self.profile.turn_end is TurnEnd.IDLE_STATE:
-            session_caps = caps.get("session")
-            return isinstance(session_caps, dict) and (
-                feature in _V2_BASELINE or session_caps.get(feature) is not None
-            )
-        if feature == "load":
-            return bool(caps.get("loadSession"))
-        session_caps = caps.get("sessionCapabilities")
-        return isinstance(session_caps, dict) and session_caps.get(feature) is not None
+        return self.profile.supports(self.capabilities, feature)
 
     # ------------------------------------------------------------------ requests to the agent
 
@@ -343,8 +331,7 @@ class AgentHandle:
 
     async def authenticate(self, method_id: str) -> dict[str, Any]:
         """``authenticate`` (v2: ``auth/login``) with one of the agent's ``authMethods``."""
-        method = p.AUTHENTICATE if self.profile.turn_end is TurnEnd.PROMPT_ANSWER else p.AUTH_LOGIN
-        result = await self.request(method, {"methodId": method_id})
+        result = await self.request(self.profile.auth_login, {"methodId": method_id})
         return result if isinstance(result, dict) else {}
 
     async def new_session(

@@ -15,7 +15,13 @@ agent's end) and does its own part of each rung (``_on_rung``):
   (``connect``) there is no process here: close the connection gracefully (WebSocket close,
   HTTP ``DELETE``), then abort it -- the server ends the agent's work.
 
-What ends the turn is the protocol profile's (v1: the prompt's answer and its stop reason).
+When the turn starts, whose an update is and when the turn ends are the session's lifecycle's
+(``core/_lifecycle.py``, one per protocol version): the turn reports its prompt's answer as it
+is read (``on_result``: in wire order with the updates around it) and its error when its one
+run loop sees it, and carries out the decisions it gets back (``decided``). A cancel asks the
+lifecycle for its plan: the ladder, or -- v2, a prompt held behind other work -- the held
+ladder (``$/cancel_request`` for it; unconfirmed within the budget, the host resolves the turn,
+and cancels its span at once should the agent insert it later).
 """
 
 from __future__ import annotations
@@ -24,14 +30,17 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Generator
+from collections.abc import AsyncIterator, Generator
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from ..aio import LadderRunner
 from ..core import (
     CancelLadder,
+    CancelPlan,
     ConnectionClosedError,
+    Decided,
+    Decision,
     ErrorCode,
     LocalProtocolError,
     Observation,
@@ -41,7 +50,6 @@ from ..core import (
     RpcError,
     Rung,
     Seen,
-    TurnEnd,
     TurnMachine,
 )
 from ._results import CancelOutcome, ToolCallState, TurnResult, outcome_from_ladder
@@ -55,6 +63,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("acp_driver.driver")
 
 _CANCEL = Observation(Seen.CANCEL)
+_WITHDRAW = Observation(Seen.WITHDRAW)
+_INSERTED = Observation(Seen.INSERTED)
 _KILL_NOW = Observation(Seen.KILL_NOW)
 
 
@@ -95,24 +105,12 @@ class PromptTurn:
         """The agent's requests being served as work of this turn: id -> (method, task)."""
         self._release_task: asyncio.Task[Any] | None = None
         self._kill_task: asyncio.Task[Any] | None = None
-        answer = self._send_prompt()
-        self.prompt_answer: asyncio.Future[Any] | None = None if isinstance(answer, RpcError) else answer
-        """The future of the ``session/prompt`` request (None if it could not be sent): the turn
-        owns the updates that arrive while it is not done (see ``SessionHandle.deliver``)."""
         self.message_id: str | None = None
         """v2: the ``messageId`` the agent gave the prompt when it inserted it."""
-        self._cancel_cutoff: list[PromptTurn] = []
-        """v2: the held prompts this turn's cancel may withdraw (those held at the cancel)."""
-        self._withdrawing = False
-        """v2: the host cancelled this prompt while it was held (``$/cancel_request`` went out);
-        it stays in the queue until the agent answers: ``-32800`` withdraws it, an insertion
-        (an agent that ignored the withdrawal) is cancelled with ``session/cancel`` at once."""
-        self._collateral = False
-        """v2: held when another turn's withdrawal had to become a ``session/cancel``, which also
-        cancels every prompt held then: a ``-32800`` for this one is not its own cancel, so the
-        prompt is sent again (a cancel never touches a prompt sent after it)."""
-        run = self._run_v2 if agent.profile.turn_end is TurnEnd.IDLE_STATE else self._run
-        self._task = asyncio.get_running_loop().create_task(run(answer), name=f"prompt {session.id}")
+        self.prompt_answer: asyncio.Future[Any] | None = None
+        """The future of the ``session/prompt`` request (None if it could not be sent)."""
+        answer = self._send_prompt()
+        self._task = asyncio.get_running_loop().create_task(self._run(answer), name=f"prompt {session.id}")
 
     # ------------------------------------------------------------------ consuming
 
@@ -127,7 +125,7 @@ class PromptTurn:
     @property
     def cancel_requested(self) -> bool:
         """The host asked to cancel this turn (or to kill it; v2: or to withdraw it)."""
-        return self._machine.cancel_requested or self._withdrawing
+        return self._machine.cancel_requested
 
     @property
     def ladder(self) -> CancelLadder | None:
@@ -192,12 +190,6 @@ class PromptTurn:
             state.status = update.status
         state.updates += 1
 
-    def owns(self, update: Update) -> bool:
-        """Whether ``update`` names a tool call of this turn (tool call ids are unique in a
-        session; message ids are not: an agent may reuse one in a later turn)."""
-        tid = update.raw.get("toolCallId")
-        return isinstance(tid, str) and tid in self.tool_calls
-
     # ------------------------------------------------------------------ the prompt
 
     def _send_prompt(self) -> asyncio.Future[Any] | RpcError:
@@ -207,150 +199,110 @@ class PromptTurn:
         if self.agent.trace is not None and (meta := self.agent.trace.meta(self.session.id)):
             params["_meta"] = meta  # W3C trace context (spec: extensibility.mdx, _meta)
         try:
-            return self.agent.connection.request_nowait(
-                p.SESSION_PROMPT, params, on_sent=self._sent, on_result=self._answer_ends_turn
+            answer = self.agent.connection.request_nowait(
+                p.SESSION_PROMPT, params, on_sent=self._sent, on_result=self._answered
             )
         except (TypeError, ValueError, LocalProtocolError) as exc:
             return RpcError.invalid_params(f"the prompt cannot be sent: {exc}")
-
-    async def _run(self, answer: asyncio.Future[Any] | RpcError) -> None:
-        if isinstance(answer, RpcError):
-            self._observe(Observation(Seen.FAILED), None, answer)
-            return
-        try:
-            response = await answer
-        except RequestCancelledError as exc:
-            # -32800 on the prompt: the agent stopped the turn.
-            self._observe(Observation(Seen.FAILED, stop_reason="cancelled"), "cancelled", exc)
-        except ConnectionClosedError as exc:
-            self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, exc)
-        except RpcError as exc:
-            self._observe(Observation(Seen.FAILED), None, exc)
-        except asyncio.CancelledError:
-            abandoned = RequestCancelledError("turn abandoned by the host")
-            self._observe(Observation(Seen.ABANDONED), None, abandoned)
-            raise
-        else:
-            self._response(response)  # already seen as it was read, unless it was not a result
-
-    @property
-    def _answer_ends_turn(self) -> Callable[[Any], None] | None:
-        """v1: the answer ends the turn, seen as it is read; v2: it only settles the prompt."""
-        return self._response if self.agent.profile.turn_end is TurnEnd.PROMPT_ANSWER else None
-
-    def _response(self, response: Any) -> None:
-        """The prompt's result, seen as it is read (``on_result``): the turn resolves in the
-        same loop iteration, and ``cancel()`` or ``await turn`` resume in the next one."""
-        if self.result is not None:
-            return  # seen as it was read; this is the turn's task, awaiting the same answer
-        stop_reason = self.agent.profile.answer_stop_reason(response)
-        if stop_reason is not None:
-            self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
-        else:
-            error = RpcError(ErrorCode.INVALID_REQUEST, f"invalid session/prompt response: {response!r}")
-            self._observe(Observation(Seen.FAILED), None, error)
-
-    async def _run_v2(self, answer: asyncio.Future[Any] | RpcError) -> None:
-        """v2: the prompt's answer says it was inserted (``{messageId}``); the turn ends at the
-        first idle after that (``idle``), or with the prompt when it is refused, withdrawn or
-        cancelled before insertion (an error, ``-32800``)."""
-        spans = self.session.spans
-        assert spans is not None
-        if isinstance(answer, RpcError):
-            spans.refused(self)
-            self._observe(Observation(Seen.FAILED), None, answer)
-            return
-        try:
-            response = await answer
-        except RequestCancelledError as exc:
-            spans.refused(self)  # held, then withdrawn or cancelled: it never ran
-            if self._collateral and not self.cancel_requested:
-                self._collateral = False
-                await self._run_v2(self._send_again(spans))  # another turn's cancel took it
-                return
-            self._observe(Observation(Seen.FAILED, stop_reason="cancelled"), "cancelled", exc)
-        except ConnectionClosedError as exc:
-            self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, exc)
-        except RpcError as exc:
-            spans.refused(self)
-            self._observe(Observation(Seen.FAILED), None, exc)
-        except asyncio.CancelledError:
-            spans.refused(self)  # withdrawn by the host ($/cancel_request went out)
-            abandoned = RequestCancelledError("prompt withdrawn by the host")
-            self._observe(Observation(Seen.ABANDONED), None, abandoned)
-            raise
-        else:
-            message_id = response.get("messageId") if isinstance(response, dict) else None
-            if not isinstance(message_id, str):
-                logger.warning(
-                    "session %s: a prompt answered without a messageId: %.200r", self.session.id, response
-                )
-            elif self.message_id is not None and self.message_id != message_id:
-                logger.warning(
-                    "session %s: prompt answered with messageId %r, its user message said %r",
-                    self.session.id,
-                    message_id,
-                    self.message_id,
-                )
-            self.message_id = message_id if isinstance(message_id, str) else self.message_id
-            spans.answered(self, message_id if isinstance(message_id, str) else None)
-            self._inserted(spans)
-
-    def _send_again(self, spans: Any) -> asyncio.Future[Any] | RpcError:
-        """v2: send the prompt again, at the end of the queue (see ``_collateral``)."""
-        answer = self._send_prompt()
-        self.prompt_answer = None if isinstance(answer, RpcError) else answer
-        spans.sent(self)
+        self.prompt_answer = answer
+        # Its future is done exactly from its answer on in the input (futures are resolved in
+        # the order read): the lifecycle's v1 fence.
+        self.session.life.sent(self, answer.done)
         return answer
 
-    def inserted_by_update(self, update: Update) -> None:
-        """v2: the agent's ``user_message`` says where this prompt was inserted."""
-        message_id = update.raw.get("messageId")
-        if isinstance(message_id, str) and self.message_id is None:
-            self.message_id = message_id
-        if self.session.spans is not None:
-            self._inserted(self.session.spans)
+    async def _run(self, answer: asyncio.Future[Any] | RpcError) -> None:
+        """The one run loop: wait for the prompt's answer's error (a result was seen as it was
+        read, ``_answered``), and send the prompt again when the lifecycle says so."""
+        while self.result is None:
+            if isinstance(answer, RpcError):
+                self._observe(Observation(Seen.FAILED), None, answer)
+                return
+            try:
+                await answer
+            except RequestCancelledError as exc:
+                if self._decide(self.session.life.refused(self, True), exc):
+                    answer = self._send_prompt()  # RESEND: another turn's cancel took it
+                    continue
+            except ConnectionClosedError as exc:
+                self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, exc)
+            except RpcError as exc:
+                self._decide(self.session.life.refused(self, False), exc)
+            except asyncio.CancelledError:
+                self.session.life.refused(self, True)  # withdrawn by the host ($/cancel_request went out)
+                abandoned = RequestCancelledError("turn abandoned by the host")
+                self._observe(Observation(Seen.ABANDONED), None, abandoned)
+                raise
+            return
 
-    def _inserted(self, spans: Any) -> None:
-        """v2: inserted although the host withdrew it (the agent ignored ``$/cancel_request``):
-        now it runs, and only ``session/cancel`` stops it -- the ladder takes over."""
-        if self._withdrawing and not self._machine.cancel_requested and self.result is None:
-            for held in spans.waiting:
-                if held is not self and not held.cancel_requested:
-                    held._collateral = True  # sent after this prompt: not this cancel's
-            self._cancel_cutoff = []
-            spans.cancel_sent([self])
-            self._observe(_CANCEL)
+    def _answered(self, response: Any) -> None:
+        """The prompt's result, seen as it is read (``on_result``, in wire order): the lifecycle
+        decides what it means (v1: the end of the turn; v2: its insertion)."""
+        if self.result is None:
+            self._decide(self.session.life.answered(self, response), None)
+
+    def decided(self, step: Decided[Any]) -> None:
+        """A decision of the session's lifecycle about this turn (from an update)."""
+        self._decide([step], None)
+
+    def _decide(self, steps: list[Decided[Any]], error: RpcError | None) -> bool:
+        """Carry out the lifecycle's decisions; True if the prompt is to be sent again."""
+        again = False
+        for step in steps:
+            decision = step.decision
+            if decision is Decision.ENDED:
+                self._observe(
+                    Observation(Seen.ANSWERED, stop_reason=step.stop_reason), step.stop_reason, None
+                )
+            elif decision is Decision.INSERTED:
+                self._inserted(step.message_id)
+            elif decision is Decision.REFUSED:
+                if step.error is not None:
+                    error = RpcError(ErrorCode.INVALID_REQUEST, step.error)
+                    logger.warning("session %s: %s", self.session.id, step.error)
+                stop = step.stop_reason
+                self._observe(Observation(Seen.FAILED, stop_reason=stop), stop, error)
+            elif decision is Decision.RESEND:
+                again = True
+            elif decision is Decision.CANCEL_SPAN:
+                self._cancel_span()
+            elif decision is Decision.SPEAKS_V1:
+                self.agent.speaks_v1(self)
+                self._observe(
+                    Observation(Seen.ANSWERED, stop_reason=step.stop_reason), step.stop_reason, None
+                )
+        return again
+
+    def _inserted(self, message_id: str | None) -> None:
+        if message_id is not None and self.message_id is None:
+            self.message_id = message_id
+        if self.agent.trace is not None:
+            self.agent.trace.event("inserted", session=self.session.id, message=message_id)
+
+    def _cancel_span(self) -> None:
+        """v2: the agent inserted a prompt the host was withdrawing (it ignored the
+        ``$/cancel_request``): ``session/cancel`` now -- the turn's ladder goes on from its
+        cancel; a turn the host already resolved is never live, its span is cancelled alone."""
+        if self.result is None:
+            self._observe(_INSERTED)
+        else:
+            self.agent.control.cancel_session(self.session.id)
 
     def gone(self, error: RpcError) -> None:
         """The agent is gone (its process exited, or the connection ended) before this turn
         ended. v1 sees it through the prompt's future; v2's was answered at insertion."""
         self._observe(Observation(Seen.GONE, signalled=self.agent.signalled), None, error)
 
-    def idle(self, stop_reason: str | None) -> None:
-        """v2: the idle that ends this turn's span (its stop reason, None if it reported none)."""
-        self._observe(Observation(Seen.ANSWERED, stop_reason=stop_reason), stop_reason, None)
-
     def _sent(self, rid: Any) -> None:
         self.request_id = rid
-
-    def over(self) -> bool:
-        """Whether the protocol ended this turn, as far as the input read so far goes (the fence:
-        updates after that point are late). v1: the prompt was answered."""
-        answer = self.prompt_answer  # the only TurnEnd so far: TurnEnd.PROMPT_ANSWER
-        return answer is None or answer.done()
 
     # ------------------------------------------------------------------ the ladder
 
     def _prompt_requests(self) -> tuple[RequestId, ...]:
-        """What the middle rung's ``$/cancel_request`` is for: v1 the prompt; v2 the prompts
-        still held that were held at the cancel (a running turn's prompt was answered at its
-        insertion: there is nothing left to cancel of it)."""
-        spans = self.session.spans
-        if spans is None:
-            return () if self.request_id is None else (self.request_id,)
+        """What ``$/cancel_request`` (the middle rung, the held ladder's withdrawal) is for: the
+        lifecycle's answer (v1 the prompt; v2 the turn's own prompt while held, and the prompts
+        held at its cancel that are still held)."""
         return tuple(
-            t.request_id for t in self._cancel_cutoff if t in spans.waiting and t.request_id is not None
+            t.request_id for t in self.session.life.cancel_requests(self) if t.request_id is not None
         )
 
     def _observe(
@@ -440,8 +392,9 @@ class PromptTurn:
         session = self.session
         if self in session.turns:
             session.turns.remove(self)
-        if session.spans is not None:
-            session.spans.forget(self)
+        if self._machine.gave_up:
+            session.life.gave_up(self)  # its span, if the agent inserts it later, is cancelled
+        session.life.forget(self)
         session.last_turn = self
         self._done.set()
         self._wake()
@@ -477,11 +430,8 @@ class PromptTurn:
                 request=self.request_id,
                 schedule={r.value: at for at, r in self.agent.ladder_policy.schedule()},
             )
-        spans = self.session.spans
-        if spans is not None and self.result is None:
-            self._cancel_v2(spans)
-        else:
-            self._observe(_CANCEL)
+        if self.result is None:
+            self._start_cancel()
         await self._done.wait()
         if self._release_task is not None:
             # The turn's terminals are dead when cancel() returns (bounded: never hang here).
@@ -491,28 +441,25 @@ class PromptTurn:
         assert result is not None
         if result.cancel is not None:
             return result.cancel  # what ``_finish`` made of this cancel's ladder
-        # v2: a held prompt withdrawn (no ladder: nothing was running)
-        return CancelOutcome(
-            "current_turn", result.resolution, "withdrawn", result.elapsed, result.stop_reason, ("withdraw",)
-        )
+        return CancelOutcome("current_turn", result.resolution, "finished", 0.0, result.stop_reason)
 
-    def _cancel_v2(self, spans: Any) -> None:
-        """v2: a held prompt is withdrawn (``$/cancel_request``, answered ``-32800``); a running
-        turn's cancel is the session's (``session/cancel`` stops the work and every prompt held
-        now), so this turn leads the ladder and the others of the session sent before it follow
-        it (their own part of each rung -- permissions answered, terminals killed -- without
-        acting on the agent twice). A prompt sent after the cancel is never touched."""
-        if self in spans.waiting:
-            if not self._withdrawing and self.request_id is not None:
-                self._withdrawing = True  # the answer ends it: -32800, or an insertion (_inserted)
-                self.agent.connection.cancel_request(self.request_id)
-            return
+    def _start_cancel(self) -> None:
+        """The lifecycle's plan: a prompt held behind other work (v2) is withdrawn -- the held
+        ladder, which touches nothing else; otherwise the cancel is the session's
+        (``session/cancel`` stops the work, and in v2 every prompt held now), so this turn
+        leads the ladder and the session's other turns sent before it follow it (their own
+        part of each rung -- permissions answered, terminals killed -- without acting on the
+        agent twice). A prompt sent after the cancel is never touched."""
         if self._machine.cancel_requested:
             return
-        others = [t for t in self.session.turns if t is not self and not t._machine.cancel_requested]
-        self._cancel_cutoff = [t for t in spans.waiting if t is not self]
-        spans.cancel_sent([t for t in (self, *others) if t in spans.live])
-        for follower in others:
+        life = self.session.life
+        if life.plan(self) is CancelPlan.WITHDRAW:
+            life.withdraw(self)
+            self._observe(_WITHDRAW)
+            return
+        followers = [t for t in self.session.turns if t is not self and not t._machine.cancel_requested]
+        life.cancel(self, followers)
+        for follower in followers:
             follower._runner.peer = _FOLLOWER
             follower._observe(_CANCEL)
         self._observe(_CANCEL)

@@ -52,7 +52,9 @@ class AgentRequests:
         """``session/update`` notifications without a session id and an update object."""
         conn = agent.connection
         conn.on_notification_run(p.SESSION_UPDATE, self.on_updates)
-        conn.on_request(p.SESSION_REQUEST_PERMISSION, self.on_permission)
+        self._asking: dict[Any, asyncio.Task[Any]] = {}
+        """Permission requests whose policy runs, by id (what the agent's withdrawal cancels)."""
+        conn.on_request(p.SESSION_REQUEST_PERMISSION, self.on_permission, on_cancel=self._question_withdrawn)
         conn.on_request(p.ELICITATION_CREATE, self.on_elicitation)
         services = agent.services
         if services.fs is not None:
@@ -164,14 +166,21 @@ class AgentRequests:
             raise RpcError.invalid_params(
                 '"toolCall" (v2: "subject") must be an object and "options" an array'
             )
-        turn = session.turn_of(tool_call.get("toolCallId"), turn)
+        turn = session.turn_of(tool_call.get("toolCallId"))
         # Spec: pending permission requests of a cancelled turn are answered "cancelled".
         if turn is not None and turn.cancel_requested:
             return {"outcome": dict(CANCELLED_OUTCOME)}
+        ctx = current_request()
+        if ctx is not None and ctx.cancel_requested:  # withdrawn before the policy ran
+            if session.life.profile.withdrawn_question_cancelled:
+                return {"outcome": dict(CANCELLED_OUTCOME)}
+            raise RequestCancelledError("permission request withdrawn by the agent")
         request = PermissionRequest(
             session.id, tool_call, [o for o in options if isinstance(o, dict)], params, turn
         )
-        ctx = current_request()
+        task = asyncio.current_task()
+        if ctx is not None and task is not None:
+            self._asking[ctx.id] = task
         try:
             with self.turn_work(turn, p.SESSION_REQUEST_PERMISSION):
                 outcome = await self.agent.services.permission(request)
@@ -183,12 +192,23 @@ class AgentRequests:
             # schema's rule); v1's is answered -32800.
             if request.cancelled_by_turn:
                 return {"outcome": dict(CANCELLED_OUTCOME)}
-            if session.spans is not None and ctx is not None and ctx.cancel_requested:
+            if session.life.profile.withdrawn_question_cancelled and ctx is not None and ctx.cancel_requested:
                 return {"outcome": dict(CANCELLED_OUTCOME)}
             raise
+        finally:
+            if ctx is not None:
+                self._asking.pop(ctx.id, None)
         if request.cancelled_by_turn:  # a policy that swallowed the cancel and answered anyway
             return {"outcome": dict(CANCELLED_OUTCOME)}
         return {"outcome": validate_outcome(outcome, request)}
+
+    def _question_withdrawn(self, request_id: Any) -> None:
+        """The agent's ``$/cancel_request`` for a permission request: its policy, if running, is
+        cancelled; one not started yet sees the cancel when it starts (``on_permission``) -- so
+        a withdrawal is answered by the version's rule whenever it lands (v2: ``cancelled``)."""
+        task = self._asking.get(request_id)
+        if task is not None:
+            task.cancel("$/cancel_request")
 
     async def on_elicitation(self, params: Any) -> dict[str, Any]:
         """v2 ``elicitation/create``: the host's handler, or ``decline``; ``cancel`` when the turn
@@ -197,9 +217,7 @@ class AgentRequests:
             raise RpcError.invalid_params("params must be an object")
         sid = params.get("sessionId")
         session = self.agent.sessions.get(sid) if isinstance(sid, str) else None
-        turn = (
-            session.turn_of(params.get("toolCallId"), session.current_turn) if session is not None else None
-        )
+        turn = session.turn_of(params.get("toolCallId")) if session is not None else None
         handler = self.agent.services.elicitation
         if handler is None:
             return {"action": "decline"}

@@ -1,16 +1,17 @@
 """A session on the agent, host side: its turns, and which turn each update belongs to.
 
-Turn fencing (``deliver_all``): updates are attributed by the protocol's ordering. An update is
-the running turn's only while that turn's ``session/prompt`` is still unanswered *at that point
-of the input* -- the connection resolves request futures in event order while it dispatches a
-chunk, and hands updates over in runs that end at any other message, so the prompt's future
-(``PromptTurn.prompt_answer``) is done exactly for the updates after its answer, even when both
-arrive in one read. Updates after the response are peer violations: counted, kept on the turn they came after
-(``late_updates``), never attributed to the next turn. Message ids do not decide anything (an
-agent may reuse a ``messageId`` in a later turn); tool call ids are unique in a session, so an
-update of a tool call the *previous* turn started, that the running one never announced, is
-late too. Session-wide updates (commands, mode, config, title, usage) belong to no turn and are
-accepted at any time.
+Which turn an update belongs to, when a turn starts and when it ends are the protocol
+lifecycle's (``core.SessionLifecycle``, one per version: ``core/_lifecycle.py``); the session
+feeds it every update in the order read and hands each to the turn it names (``deliver_all``,
+the one delivery path). v1: an update is the running turn's while that turn's prompt is
+unanswered at that point of the input (the connection resolves request futures in event order
+while it dispatches a chunk, and hands updates over in runs that end at any other message);
+after the answer it is late -- a peer violation, counted and kept on the turn it came after
+(``late_updates``), never attributed to the next turn. v2: a message belongs to the live turn
+that inserted it or works on it (a message id seen in an ended turn means nothing: agents reuse
+them), a tool call to the live turn it was first seen in, anything of no live turn is
+background work (``background_updates``). Session-wide updates (commands, mode, config, title,
+usage) belong to no turn and are accepted at any time.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .. import protocol as p
-from ..core import AcpError, SessionSpans, TurnEnd, worth_logging
+from ..core import AcpError, ProtocolProfile, SessionLifecycle, lifecycle_for, worth_logging
 from ._prompt_turn import PromptTurn
 from ._results import CancelOutcome
 from ._updates import AgentMessageChunk, Update
@@ -55,10 +56,8 @@ class SessionHandle:
         self.turns: list[PromptTurn] = []
         """The turns not resolved yet, oldest first (v1: at most one; v2: held prompts too)."""
         self.last_turn: PromptTurn | None = None
-        self.spans: SessionSpans[PromptTurn] | None = (
-            SessionSpans() if agent.profile.turn_end is TurnEnd.IDLE_STATE else None
-        )
-        """v2: the session's prompts, spans of work and turn ownership (``core.SessionSpans``)."""
+        self.life: SessionLifecycle[PromptTurn] = lifecycle_for(agent.profile)
+        """The session's prompts, turns and update ownership, by the protocol version spoken."""
         self.cancellable: dict[str, bool] = {}
         """v2: tool calls and terminals by id, and whether they advertise ``capabilities.cancel``."""
         self.background_updates: collections.deque[Update] = collections.deque(maxlen=256)
@@ -76,25 +75,30 @@ class SessionHandle:
         self.listeners: list[Any] = []
         """Callables ``f(update)`` called for every update of this session (turn or not)."""
 
+    def speak(self, profile: ProtocolProfile) -> None:
+        """Go on in ``profile``'s version (the agent showed it speaks another than agreed)."""
+        self.life = lifecycle_for(profile)
+        for turn in self.turns:
+            if turn.result is None and turn.prompt_answer is not None:
+                self.life.sent(turn, turn.prompt_answer.done)
+
+    def take_background(self) -> list[Update]:
+        """The background updates kept so far, removed."""
+        updates = list(self.background_updates)
+        self.background_updates.clear()
+        return updates
+
     @property
     def current_turn(self) -> PromptTurn | None:
         """The oldest turn not resolved yet (None: idle)."""
         return self.turns[0] if self.turns else None
 
-    def turn_of(self, entity_id: Any, default: PromptTurn | None) -> PromptTurn | None:
-        """The turn an agent request about ``entity_id`` (a tool call, a terminal) is work of.
-        v1: ``default`` (the running turn). v2: the live turn that entity was first seen in,
+    def turn_of(self, entity_id: Any) -> PromptTurn | None:
+        """The turn an agent request about ``entity_id`` (a tool call, a terminal; None: none
+        named) is work of: v1 the running turn; v2 the live turn that entity was first seen in,
         else the turn working now; None for background work (listed by the last state update,
         or of a turn already over): a cancel leaves it alone."""
-        spans = self.spans
-        if spans is None:
-            return default
-        if isinstance(entity_id, str) and entity_id in spans.background:
-            return None
-        owner = spans.owner_of(entity_id) if isinstance(entity_id, str) else None
-        if owner is not None:
-            return owner
-        return spans.live[-1] if spans.live else None
+        return self.life.owner_of(entity_id if isinstance(entity_id, str) else "")
 
     def prompt(self, prompt: str | Sequence[dict[str, Any]]) -> PromptTurn:
         """Start a prompt turn. Iterate the result for updates; await it for the ``TurnResult``.
@@ -103,15 +107,13 @@ class SessionHandle:
         and inserted after the work before it, in order; each is a turn of its own."""
         if self.closed:
             raise AcpError(f"session {self.id} is closed")
-        if self.turns and self.spans is None:
+        if self.turns and not self.life.profile.holds_prompts:
             raise AcpError(f"session {self.id} already has a turn running")
         if not self.agent.connection.is_open:
             raise self.agent.closed_error()
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
         turn = PromptTurn(self, blocks)
         self.turns.append(turn)
-        if self.spans is not None:
-            self.spans.sent(turn)
         return turn
 
     async def cancel(self, scope: Scope = "current_turn") -> CancelOutcome:
@@ -158,7 +160,7 @@ class SessionHandle:
 
     async def set_mode(self, mode_id: str) -> dict[str, Any]:
         """``session/set_mode`` (v2 has no modes: the ``mode`` config option, as agents offer it)."""
-        if self.spans is not None:
+        if self.life.profile.modes_are_options:
             return await self.set_config_option("mode", mode_id)
         result = await self.agent.request(p.SESSION_SET_MODE, {"sessionId": self.id, "modeId": mode_id})
         if self.modes is not None:
@@ -183,7 +185,7 @@ class SessionHandle:
 
     async def set_config_option(self, config_id: str, value: Any) -> dict[str, Any]:
         params: dict[str, Any] = {"sessionId": self.id, "configId": config_id, "value": value}
-        if self.spans is not None:  # v2 says which kind of value it is: a value id or a boolean
+        if self.life.profile.typed_option_values:  # a value id or a boolean
             params["type"] = "boolean" if isinstance(value, bool) else "id"
         result = await self.agent.request(p.SESSION_SET_CONFIG_OPTION, params)
         if isinstance(result, dict) and isinstance(result.get("configOptions"), list):
@@ -196,99 +198,77 @@ class SessionHandle:
 
     def deliver_all(self, updates: Sequence[Update]) -> None:
         """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
-        if self.spans is not None:
-            self._deliver_spans(updates, self.spans)
-            return
-        turn_kinds = self.agent.profile.turn_updates
+        life = self.life
+        turn_kinds = life.profile.turn_updates
+        listeners = self.listeners
+        loading = life.resuming = self.loading
         for update in updates:
-            for listener in self.listeners:
+            for listener in listeners:
                 try:
                     listener(update)
                 except Exception:
                     logger.exception("session listener failed")
-            turn = self.current_turn
-            if self.loading and turn is None:
+            raw = update.raw
+            kind = update.kind
+            owner = life.route(raw, kind)
+            effects = life.effects
+            if effects is not None:
+                life.effects = None
+                for step in effects.inserted:
+                    step.key.decided(step)
+            if kind in turn_kinds:
+                if "capabilities" in raw:
+                    self._cancellable(raw)
+                if loading:
+                    self.session_updates.append(update)  # the history a load or a resume replays
+                elif owner is None:
+                    self._stray(update)
+                elif type(update) is AgentMessageChunk:
+                    # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
+                    owner._buffer.append(update)
+                    waiter = owner._waiter
+                    if waiter is not None and not waiter.done():
+                        waiter.set_result(None)
+                else:
+                    owner.accept(update)
+            else:  # about the session (or unknown): valid any time
                 self.session_updates.append(update)
-                continue
-            if update.kind not in turn_kinds:  # about the session (or unknown): valid any time
-                self.session_updates.append(update)
-                if update.kind == "session_info_update":
-                    title = update.raw.get("title")
+                if kind == "session_info_update":
+                    title = raw.get("title")
                     if isinstance(title, str):
                         self.title = title
-                elif update.kind == "current_mode_update" and self.modes is not None:
-                    self.modes["currentModeId"] = update.raw.get("currentModeId")
-                if turn is not None:
-                    turn.accept(update)
-                continue
-            last = self.last_turn
-            late_of: PromptTurn | None = None
-            if turn is None or turn.prompt_answer is None:
-                late_of = last  # no turn running, or its prompt could not be sent
-            elif turn.over():
-                # The protocol ended the turn earlier in this read (v1: its prompt was answered;
-                # the connection resolves request futures in message order, so this is exact).
-                late_of = turn
-            elif last is not None and last.tool_calls and last.owns(update) and not turn.owns(update):
-                late_of = last  # names a tool call of the finished turn
-            elif type(update) is AgentMessageChunk:
-                # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
-                turn._buffer.append(update)
-                waiter = turn._waiter
-                if waiter is not None and not waiter.done():
-                    waiter.set_result(None)
-                continue
-            else:
-                turn.accept(update)
-                continue
-            self.late_updates += 1
-            if late_of is not None:
-                late_of.late_updates.append(update)
-            if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
-                logger.warning(
-                    "session %s: %s arrived after its turn's response (peer violation, %d so far); "
-                    "not attributed",
-                    self.id,
-                    update.kind,
-                    self.late_updates,
-                )
+                elif kind == "current_mode_update" and self.modes is not None:
+                    self.modes["currentModeId"] = raw.get("currentModeId")
+                if owner is not None:
+                    owner.accept(update)  # v1: the running turn sees them too
+            if effects is not None:
+                for step in effects.ended:
+                    step.key.decided(step)
+
+    def _cancellable(self, raw: dict[str, Any]) -> None:
+        """v2: what the client may cancel (tool calls, terminals that advertise it)."""
+        entity = raw.get("toolCallId") or raw.get("terminalId")
+        caps = raw.get("capabilities")
+        if isinstance(entity, str):
+            self.cancellable[entity] = isinstance(caps, dict) and isinstance(caps.get("cancel"), dict)
+
+    def _stray(self, update: Update) -> None:
+        """A turn update of no turn: late (v1, a peer violation) or background work (v2)."""
+        late, late_of = self.life.late_of(update.raw)
+        if not late:
+            self.background_updates.append(update)
+            return
+        self.late_updates += 1
+        if late_of is not None:
+            late_of.late_updates.append(update)
+        if worth_logging(self.late_updates):  # 1st, 10th, 100th...: never a flood
+            logger.warning(
+                "session %s: %s arrived after its turn's response (peer violation, %d so far); "
+                "not attributed",
+                self.id,
+                update.kind,
+                self.late_updates,
+            )
 
     def __repr__(self) -> str:
         return f"SessionHandle({self.id!r})"
-
-    def _deliver_spans(self, updates: Sequence[Update], spans: SessionSpans[PromptTurn]) -> None:
-        """v2: updates fenced by span (``core.SessionSpans``): a message belongs to the turn that
-        inserted it or is working on it, anything of no running turn is the session's (background
-        work after an idle is normal), and an idle ends the turns it ends."""
-        profile = self.agent.profile
-        turn_kinds = profile.turn_updates
-        for update in updates:
-            for listener in self.listeners:
-                try:
-                    listener(update)
-                except Exception:
-                    logger.exception("session listener failed")
-            spans.resuming = self.loading
-            routed = spans.update(update.raw)
-            for turn in routed.inserted:
-                turn.inserted_by_update(update)
-            owner = routed.owner
-            if "capabilities" in update.raw:  # v2: what the client may cancel (tool calls, terminals)
-                entity = update.raw.get("toolCallId") or update.raw.get("terminalId")
-                caps = update.raw.get("capabilities")
-                if isinstance(entity, str):
-                    self.cancellable[entity] = isinstance(caps, dict) and isinstance(caps.get("cancel"), dict)
-            if update.kind not in turn_kinds:
-                self.session_updates.append(update)
-                if update.kind == "session_info_update":
-                    title = update.raw.get("title")
-                    if isinstance(title, str):
-                        self.title = title
-            elif self.loading:
-                self.session_updates.append(update)  # the replay of a resume
-            elif owner is not None:
-                owner.accept(update)
-            else:
-                self.background_updates.append(update)
-            for turn, _raw_reason in routed.resolved:
-                turn.idle(profile.idle_stop_reason(update.raw))

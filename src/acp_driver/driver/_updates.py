@@ -9,9 +9,43 @@ that wants full validation.
 
 from __future__ import annotations
 
+import enum
 from typing import Any, ClassVar
 
 from .. import protocol as p
+
+
+class Topic(enum.Enum):
+    """What an update is about, the same in both protocol versions: match on ``update.topic``
+    and code written against v1 keeps working when an agent moves to v2 (docs/hosts.md has the
+    table of kinds per topic)."""
+
+    __hash__ = object.__hash__
+
+    AGENT_TEXT = "agent_text"
+    """The agent's reply: v1 ``agent_message_chunk``; v2 also ``agent_message`` (``.text`` on both)."""
+    THOUGHT = "thought"
+    """The agent's reasoning: ``agent_thought_chunk``; v2 also ``agent_thought`` (``.text``)."""
+    USER_TEXT = "user_text"
+    """The user's message: ``user_message_chunk``; v2 also ``user_message`` (``.text``)."""
+    TOOL_CALL = "tool_call"
+    """A tool call: ``tool_call`` (v1), ``tool_call_update``, ``tool_call_content_chunk`` (v2)
+    (``.tool_call_id``, ``.status``, ``.title`` on each)."""
+    PLAN = "plan"
+    """The agent's plan: v1 ``plan``, v2 ``plan_update`` (``.entries`` on both)."""
+    TERMINAL = "terminal"
+    """v2: a display terminal (``terminal_update``, ``terminal_output_chunk``)."""
+    STATE = "state"
+    """v2: the session's foreground state (``state_update``)."""
+    COMMANDS = "commands"
+    MODE = "mode"
+    CONFIG = "config"
+    SESSION_INFO = "session_info"
+    USAGE = "usage"
+    NOTICE = "notice"
+    COMPACTION = "compaction"
+    UNKNOWN = "unknown"
+    """A kind this version does not know (kept, never dropped)."""
 
 
 class Update:
@@ -19,6 +53,8 @@ class Update:
 
     __slots__ = ("raw", "session_id")
     kind: ClassVar[str] = ""
+    topic: ClassVar[Topic] = Topic.UNKNOWN
+    """What it is about, in either version (``Topic``)."""
     turn_scoped: ClassVar[bool] = True
     """Belongs to a prompt turn (False: about the session, valid any time)."""
 
@@ -78,16 +114,19 @@ class _Chunk(Update):
 class AgentMessageChunk(_Chunk):
     __slots__ = ()
     kind = "agent_message_chunk"
+    topic = Topic.AGENT_TEXT
 
 
 class AgentThoughtChunk(_Chunk):
     __slots__ = ()
     kind = "agent_thought_chunk"
+    topic = Topic.THOUGHT
 
 
 class UserMessageChunk(_Chunk):
     __slots__ = ()
     kind = "user_message_chunk"
+    topic = Topic.USER_TEXT
 
 
 class _ToolCallBase(Update):
@@ -124,6 +163,7 @@ class ToolCall(_ToolCallBase):
 
     __slots__ = ()
     kind = "tool_call"
+    topic = Topic.TOOL_CALL
 
 
 class ToolCallUpdate(_ToolCallBase):
@@ -131,11 +171,13 @@ class ToolCallUpdate(_ToolCallBase):
 
     __slots__ = ()
     kind = "tool_call_update"
+    topic = Topic.TOOL_CALL
 
 
 class Plan(Update):
     __slots__ = ()
     kind = "plan"
+    topic = Topic.PLAN
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -146,6 +188,7 @@ class Plan(Update):
 class AvailableCommandsUpdate(Update):
     __slots__ = ()
     kind = "available_commands_update"
+    topic = Topic.COMMANDS
     turn_scoped = False
 
     @property
@@ -157,6 +200,7 @@ class AvailableCommandsUpdate(Update):
 class CurrentModeUpdate(Update):
     __slots__ = ()
     kind = "current_mode_update"
+    topic = Topic.MODE
     turn_scoped = False
 
     @property
@@ -168,12 +212,14 @@ class CurrentModeUpdate(Update):
 class ConfigOptionUpdate(Update):
     __slots__ = ()
     kind = "config_option_update"
+    topic = Topic.CONFIG
     turn_scoped = False
 
 
 class SessionInfoUpdate(Update):
     __slots__ = ()
     kind = "session_info_update"
+    topic = Topic.SESSION_INFO
     turn_scoped = False
 
     @property
@@ -185,6 +231,7 @@ class SessionInfoUpdate(Update):
 class UsageUpdate(Update):
     __slots__ = ()
     kind = "usage_update"
+    topic = Topic.USAGE
     turn_scoped = False
 
     @property
@@ -219,20 +266,32 @@ class _Message(Update):
         value = self.raw.get("content")
         return [b for b in value if isinstance(b, dict)] if isinstance(value, list) else []
 
+    @property
+    def text(self) -> str:
+        """The text of its text blocks, joined ('' when none): as a v1 chunk's ``text``."""
+        return "".join(
+            b["text"]
+            for b in self.content or ()
+            if b.get("type") == "text" and isinstance(b.get("text"), str)
+        )
+
 
 class UserMessage(_Message):
     __slots__ = ()
     kind = "user_message"
+    topic = Topic.USER_TEXT
 
 
 class AgentMessage(_Message):
     __slots__ = ()
     kind = "agent_message"
+    topic = Topic.AGENT_TEXT
 
 
 class AgentThought(_Message):
     __slots__ = ()
     kind = "agent_thought"
+    topic = Topic.THOUGHT
 
 
 class StateUpdate(Update):
@@ -240,6 +299,7 @@ class StateUpdate(Update):
 
     __slots__ = ()
     kind = "state_update"
+    topic = Topic.STATE
     turn_scoped = False
 
     @property
@@ -264,6 +324,7 @@ class ToolCallContentChunk(_ToolCallBase):
 
     __slots__ = ()
     kind = "tool_call_content_chunk"
+    topic = Topic.TOOL_CALL
 
 
 class TerminalUpdate(Update):
@@ -271,6 +332,7 @@ class TerminalUpdate(Update):
 
     __slots__ = ()
     kind = "terminal_update"
+    topic = Topic.TERMINAL
 
     @property
     def terminal_id(self) -> str:
@@ -283,6 +345,7 @@ class TerminalOutputChunk(TerminalUpdate):
 
     __slots__ = ()
     kind = "terminal_output_chunk"
+    topic = Topic.TERMINAL
 
 
 class PlanUpdate(Update):
@@ -290,6 +353,7 @@ class PlanUpdate(Update):
 
     __slots__ = ()
     kind = "plan_update"
+    topic = Topic.PLAN
 
     @property
     def plan_id(self) -> str | None:
@@ -309,18 +373,21 @@ class Notice(Update):
 
     __slots__ = ()
     kind = "notice"
+    topic = Topic.NOTICE
     turn_scoped = False
 
 
 class CompactionUpdate(Update):
     __slots__ = ()
     kind = "compaction_update"
+    topic = Topic.COMPACTION
     turn_scoped = False
 
 
 class CompactionSummaryChunk(Update):
     __slots__ = ()
     kind = "compaction_summary_chunk"
+    topic = Topic.COMPACTION
     turn_scoped = False
 
 
@@ -329,6 +396,7 @@ class UnknownUpdate(Update):
 
     __slots__ = ()
     kind = "unknown"
+    topic = Topic.UNKNOWN
     turn_scoped = False
 
 

@@ -7,11 +7,12 @@ httpx), imported only when a transport is opened; the wire constants and codecs 
 beyond the standard library. Names load lazily (``acp_driver._lazy``).
 """
 
-from typing import TYPE_CHECKING
+import typing
 
-from .._lazy import lazy_exports
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._client_base": ("ClientTransport",),
@@ -33,12 +34,13 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "SseDecoder",
             "encode_sse",
             "id_key",
+            "refused_status",
             "session_id_of",
         ),
     },
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._client_base import ClientTransport as ClientTransport
     from ._open import SCHEMES as SCHEMES
     from ._open import cookie_jar as cookie_jar
@@ -60,4 +62,5 @@ if TYPE_CHECKING:
     from ._protocol import SseDecoder as SseDecoder
     from ._protocol import encode_sse as encode_sse
     from ._protocol import id_key as id_key
+    from ._protocol import refused_status as refused_status
     from ._protocol import session_id_of as session_id_of

@@ -40,6 +40,7 @@ from ._protocol import (
     CONNECTION_ID_HEADER,
     CONTENT_TYPE_JSON,
     CONTENT_TYPE_SSE,
+    HTTP_STATUS_KEY,
     SESSION_ATTACH_METHODS,
     SESSION_ID_HEADER,
     SESSION_SCOPED_METHODS,
@@ -127,7 +128,7 @@ class HttpTransport(ClientTransport):
                 )
                 self._refused(decoded, what, ErrorCode.RESOURCE_NOT_FOUND, {"sessionId": session})
                 return
-            self._refused(decoded, f"{_status(response)}{_excerpt(response)}")
+            self._refused(decoded, f"{_status(response)}{_excerpt(response)}", data={HTTP_STATUS_KEY: status})
             if status == 404 and session is None:
                 self._ended(f"the server does not know the connection any more (HTTP 404 on POST {method})")
             return
@@ -138,7 +139,7 @@ class HttpTransport(ClientTransport):
         status = response.status_code
         connection_id = response.headers.get(CONNECTION_ID_HEADER)
         if status != 200:
-            self._refused(message, f"{_status(response)}{_excerpt(response)}")
+            self._refused(message, f"{_status(response)}{_excerpt(response)}", data={HTTP_STATUS_KEY: status})
             return
         if not connection_id:
             self._refused(message, f"the answer (HTTP 200) has no {CONNECTION_ID_HEADER} header")

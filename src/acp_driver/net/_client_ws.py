@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import http.cookiejar
+import logging
+import re
 import ssl
 from typing import Any
 
@@ -24,9 +26,33 @@ from ..aio import Connection
 from ..core import OversizedLine
 from ._client_base import ClientTransport
 
+_CREDENTIAL_HEADER = re.compile(
+    r"(?im)^([<>] (?:authorization|proxy-authorization|cookie|set-cookie)\s*:\s*).*$"
+)
+
+
+class _NoCredentials(logging.Filter):
+    """websockets logs each handshake header at debug level (``> Authorization: Bearer ...``):
+    the values of credential headers are replaced before any handler sees the record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        cleaned = _CREDENTIAL_HEADER.sub(r"\1[redacted]", text)
+        if cleaned != text:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+HANDSHAKE_LOGGER = logging.getLogger("acp_driver.remote.websocket")
+"""The WebSocket client's own log (websockets' ``logger=``), credentials redacted."""
+HANDSHAKE_LOGGER.addFilter(_NoCredentials())
+
 
 class WebSocketRefused(OSError):
-    """The server refused the WebSocket handshake (an HTTP status instead of ``101``)."""
+    """The server refused the WebSocket handshake (an HTTP status instead of ``101``:
+    ``http_status``; None when the handshake failed otherwise)."""
+
+    http_status: int | None = None
 
 
 class WebSocketTransport(ClientTransport):
@@ -131,15 +157,18 @@ async def open_websocket(
             open_timeout=open_timeout,
             compression=None,
             user_agent_header="acp-driver",
+            logger=HANDSHAKE_LOGGER,
             **tls,
         )
     except InvalidStatus as exc:
         status = exc.response.status_code
         reason = exc.response.reason_phrase
         body = exc.response.body.decode("utf-8", "replace")[:200].strip() if exc.response.body else ""
-        raise WebSocketRefused(
+        refused = WebSocketRefused(
             f"WebSocket handshake with {url} refused: HTTP {status} {reason}" + (f": {body}" if body else "")
-        ) from exc
+        )
+        refused.http_status = status
+        raise refused from exc
     except InvalidHandshake as exc:
         raise WebSocketRefused(f"WebSocket handshake with {url} failed: {exc}") from exc
     except TimeoutError as exc:

@@ -143,3 +143,24 @@ class SseDecoder:
         out = self.feed(b"\n\n") if self._buffer or self._data or self._dropping else []
         self._buffer = b""
         return out
+
+
+HTTP_STATUS_KEY: Final = "httpStatus"
+"""In the ``data`` of the error a client transport answers a refused POST with: the HTTP status."""
+
+
+def refused_status(error: BaseException | None) -> int | None:
+    """The HTTP status with which the server refused the connection behind ``error`` (a failed
+    start: the WebSocket handshake's status, or the one a POST was answered with), following the
+    causes; None when no HTTP status is behind it."""
+    seen = 0
+    while error is not None and seen < 16:
+        status = getattr(error, "http_status", None)
+        if isinstance(status, int):
+            return status
+        data = getattr(error, "data", None)
+        if isinstance(data, dict) and isinstance(data.get(HTTP_STATUS_KEY), int):
+            return int(data[HTTP_STATUS_KEY])
+        error = error.__cause__
+        seen += 1
+    return None

@@ -7,8 +7,8 @@ learns by parsing each message once:
 - the client's requests the agent has not answered (``session/prompt`` above all): when the
   connection ends, each live turn is cancelled through the ladder. In v2 (the ``initialize``
   answer says which version the connection speaks) a prompt is answered when it is inserted,
-  so a session whose last ``state_update`` said ``running``/``requires_action`` is live too,
-  until its idle;
+  so a session is live from that answer (its ``running`` follows it) and while its last
+  ``state_update`` said ``running``/``requires_action``, until its idle (``turn_live``);
 - the agent's requests the client has not answered (``session/request_permission``, ``fs/*``,
   ``terminal/*``): when the connection ends, the server answers them for the client that is gone;
 - the sessions of the connection, and for each message from the agent which Streamable HTTP
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import protocol as p
+from ..core import PROFILES, NegotiationError, read_answer
 from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
 
 INITIALIZE_REPLY: Final = "initialize"
@@ -107,15 +108,22 @@ class RelayLedger:
                 self.sessions.discard(attached)  # the load failed
             return CONNECTION
         if request.method == p.INITIALIZE:
-            result = message.get("result")
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
-            self.version = version if type(version) is int else None
+            try:  # what the agent speaks, by the one rule (an echoed 2 in v1's shape is v1)
+                self.version = read_answer("auto", message.get("result")).profile.version
+            except NegotiationError:
+                self.version = None
             return INITIALIZE_REPLY
         if request.method == p.SESSION_NEW:
             sid = session_id_of(message)
             if sid is not None:
                 self.sessions.add(sid)
             return CONNECTION
+        if request.method == p.SESSION_PROMPT and "result" in message and request.session_id is not None:
+            profile = PROFILES.get(self.version) if self.version is not None else None
+            if profile is not None and profile.holds_prompts:
+                # v2: an inserted prompt starts foreground work, which runs until its idle (the
+                # running ``state_update`` follows the answer).
+                self.working.add(request.session_id)
         if request.method in SESSION_SCOPED_METHODS and request.session_id in self.sessions:
             assert request.session_id is not None
             return request.session_id
@@ -143,6 +151,13 @@ class RelayLedger:
         whose foreground work runs."""
         sids = [r.session_id for r in self.prompts() if r.session_id is not None]
         return list(dict.fromkeys([*sids, *sorted(self.working)]))
+
+    def turn_live(self, sid: str) -> bool:
+        """Whether ``sid`` has a live turn: its prompt unanswered, or (v2) its foreground work
+        running. The one reading of "what ends a turn" a relay needs (the proxy asks it)."""
+        return sid in self.working or any(
+            r.session_id == sid and r.method == p.SESSION_PROMPT for r in self.to_agent.values()
+        )
 
     @property
     def in_flight(self) -> bool:

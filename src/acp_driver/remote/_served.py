@@ -58,6 +58,8 @@ logger = logging.getLogger("acp_driver.remote.server")
 
 OnMessage = Callable[[bytes, str], None]
 """A front-end's sink: (a message's JSON text, its route -- see ``_relay_ledger``)."""
+OnRelayed = Callable[[bytes, Any, str], None]
+"""A front-end's sink that also takes the parsed message: (JSON text, parsed value, route)."""
 OnEnd = Callable[[str, int], object]
 """A front-end's hook when the connection ends: (reason, WebSocket close code)."""
 
@@ -94,6 +96,8 @@ class ServedConnection:
         """What the ladder and the idle rule measure time on (the server's)."""
         self.last_activity = self.clock.now()
         self.on_message: OnMessage | None = None
+        self.on_relayed: OnRelayed | None = None
+        """Set instead of ``on_message`` by a front-end that reads the message too (the proxy)."""
         self.on_end: list[OnEnd] = []
         self.on_reaped: list[Callable[[], object]] = []
         """Called once the agent is reaped (the server forgets the connection then)."""
@@ -185,7 +189,9 @@ class ServedConnection:
         if self.ending:
             self._while_ending(message)
             return
-        if self.on_message is not None:
+        if self.on_relayed is not None:
+            self.on_relayed(item, message, route)
+        elif self.on_message is not None:
             self.on_message(item, route)
 
     def _while_ending(self, message: Any) -> None:
@@ -202,6 +208,14 @@ class ServedConnection:
         for key, request in list(self.inflight.to_client.items()):
             del self.inflight.to_client[key]
             self._send_to_agent(answer_for_gone_client(request, reason))
+
+    def answer_agent(self, request_key: str, message: dict[str, Any]) -> bool:
+        """Answer, in the client's place, the agent's request ``request_key`` (an ``id_key``):
+        False (nothing sent) if it is not pending any more -- one answer per request."""
+        if self.inflight.to_client.pop(request_key, None) is None:
+            return False
+        self._send_to_agent(message)
+        return True
 
     def _send_to_agent(self, message: dict[str, Any]) -> None:
         text = orjson.dumps(message)
@@ -268,7 +282,7 @@ class ServedConnection:
                     hook(reason, close_code)
                 except Exception:
                     logger.exception("%s: front-end end hook failed", self.id)
-            self.on_message = None
+            self.on_message = self.on_relayed = None
             self._pressing.clear()
             self._resume_output()  # the ladder reads the agent's answers to its cancels
             self._end_task = self.loop.create_task(self._run_ladder(), name=f"ladder-{self.id}")

@@ -13,14 +13,15 @@ stable ``reason`` tag in the error's ``data``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ._errors import ServiceError
 from ._fs import DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, LocalFileSystem
 from ._roots import SPECIAL_TREES, SessionLike
 from ._terminals import DEFAULT_OUTPUT_BYTE_LIMIT, MAX_OUTPUT_BYTE_LIMIT, LocalTerminals, Terminal
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ..driver import FileSystemService, TerminalService
 
     def _conforms(

@@ -2,16 +2,18 @@
 
 ``launch(trace=...)``, ``connect(trace=...)``, ``serve_command(trace=...)`` and the CLI's
 ``--trace FILE`` record every message and the lifecycle the wire does not show (docs/trace.md);
-``acp-driver trace FILE`` summarizes a recording, ``--html OUT`` draws it. ``OtelSink`` (the
+``acp-driver trace FILE`` summarizes a recording, ``--html OUT`` draws it, ``--chrome OUT``
+exports it in the Trace Event Format (Perfetto, ``chrome://tracing``). ``OtelSink`` (the
 ``otel`` extra) turns the same observations into OpenTelemetry spans. Nothing here imports
 asyncio; names are exported lazily, so the OpenTelemetry bridge loads only when used.
 """
 
-from typing import TYPE_CHECKING
+import typing
 
-from .._lazy import lazy_exports
+from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
+from .._lazy import lazy_exports as _lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(
+__all__, __getattr__, __dir__ = _lazy_exports(
     __name__,
     {
         "._sink": (
@@ -24,23 +26,26 @@ __all__, __getattr__, __dir__ = lazy_exports(
             "open_trace",
             "wire_tracer",
         ),
-        "._recorder": ("DEFAULT_MAX_BYTES", "DEFAULT_MAX_MESSAGE_BYTES", "SCHEMA_VERSION", "TraceRecorder"),
+        "._recorder": ("DEFAULT_MAX_BYTES", "DEFAULT_MAX_TRACED_BYTES", "SCHEMA_VERSION", "TraceRecorder"),
         "._redact": ("REDACTED", "redact_argv", "redact_message"),
-        "._model": ("Trace", "TraceFormatError", "read_trace"),
+        "._model": ("Trace",),
+        "._read": ("TraceFormatError", "read_trace"),
         "._summary": ("summarize",),
         "._html": ("render_html",),
+        "._chrome": ("chrome_trace",),
         "._otel": ("OtelSink",),
     },
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
+    from ._chrome import chrome_trace as chrome_trace
     from ._html import render_html as render_html
     from ._model import Trace as Trace
-    from ._model import TraceFormatError as TraceFormatError
-    from ._model import read_trace as read_trace
     from ._otel import OtelSink as OtelSink
+    from ._read import TraceFormatError as TraceFormatError
+    from ._read import read_trace as read_trace
     from ._recorder import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
-    from ._recorder import DEFAULT_MAX_MESSAGE_BYTES as DEFAULT_MAX_MESSAGE_BYTES
+    from ._recorder import DEFAULT_MAX_TRACED_BYTES as DEFAULT_MAX_TRACED_BYTES
     from ._recorder import SCHEMA_VERSION as SCHEMA_VERSION
     from ._recorder import TraceRecorder as TraceRecorder
     from ._redact import REDACTED as REDACTED

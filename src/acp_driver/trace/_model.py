@@ -3,10 +3,11 @@
 Everything is derived from the recorded messages and lifecycle events (docs/trace.md), in file
 order, the way the host saw them:
 
-- a turn is a ``session/prompt`` sent and its answer; a ``session/update`` of the session while
-  it runs is its update; a turn-scoped update of the session once it was answered is *late*
-  (after the fence) and kept on it, and so is one naming a tool call of an earlier turn (tool
-  call ids are unique in a session) -- the driver's rules (``RemoteSession.deliver_all``);
+- a turn is a ``session/prompt`` sent and what ends it, which update is whose, and which is
+  late are the protocol version's lifecycle (``core/_lifecycle.py``), the one the driver asks:
+  v1, the answer ends the turn, a turn-scoped update of the session once it was answered is
+  *late* (after the fence) and kept on it, and so is one naming a tool call of an earlier turn;
+  v2, the idle ends the span's turns, and an update of no running turn is background work;
 - a permission request (``session/request_permission`` from the agent) is a span from the
   request to the host's answer; ``$/cancel_request`` for it from the agent is a withdrawal;
 - ``session/cancel`` and ``$/cancel_request`` sent, and the ``cancel``, ``rung`` and ``resolved``
@@ -16,28 +17,31 @@ order, the way the host saw them:
 - a ``verdict`` (``check --trace``) is linked to the moments of its check that prove it: the
   turns' starts and ends, cancels, rungs, permissions, late updates, stray replies, exits.
 
-A line that is not a JSON object with an ``id``, a ``t`` and a ``kind`` is counted and skipped;
-a trace cut by its size cap or by a crash is read up to where it ends.
+The events come from ``_read`` (the file read back: bounded, checked, redacted); a trace cut by
+its size cap or by a crash is analysed up to where it ends.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from .. import protocol as p
+from ..core import (
+    Decided,
+    Decision,
+    NegotiationError,
+    ProtocolProfile,
+    SessionLifecycle,
+    lifecycle_for,
+    profile_for,
+    read_answer,
+)
+from ._redact import wire_key
 
 TURN_UPDATES = p.TURN_UPDATES
 """The driver's rule (the v1 profile's ``turn_updates``): only these kinds belong to a turn; any
 other kind -- about the session, or unknown -- is valid at any time, never late."""
-
-
-class TraceFormatError(ValueError):
-    """The file is not a trace (no header line)."""
 
 
 @dataclass
@@ -67,8 +71,10 @@ class Permission:
     withdrawn: Moment | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class Turn:
+    """One prompt turn (compared and hashed by identity: a lifecycle's key)."""
+
     peer: str
     session: str
     index: int
@@ -137,8 +143,21 @@ class Peer:
     """The agent's request ids not yet answered -> (method, its permission span)."""
     sent: dict[Any, str] = field(default_factory=dict)
     """Our other request ids not yet answered -> method."""
-    version: int = 1
-    """The ACP version the ``initialize`` answer named (v2: a turn ends at an idle)."""
+    profile: ProtocolProfile = field(default_factory=lambda: profile_for(1))
+    """The ACP version spoken, by the ``initialize`` answer (``core``'s negotiation rule)."""
+    lives: dict[str, SessionLifecycle[Turn]] = field(default_factory=dict)
+    """Each session's lifecycle (the version's): which update is whose, what ends a turn."""
+
+    @property
+    def version(self) -> int:
+        return self.profile.version
+
+    def life(self, session: Any) -> SessionLifecycle[Turn]:
+        key = str(session)
+        found = self.lives.get(key)
+        if found is None:
+            found = self.lives[key] = lifecycle_for(self.profile)
+        return found
 
     @property
     def turns(self) -> list[Turn]:
@@ -192,35 +211,9 @@ class Trace:
         return next((e for e in self.events if e.get("id") == eid), None)
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and analyse a trace file (raises ``OSError``, or ``TraceFormatError`` for a file
-    that is not a trace)."""
-    with open(path, "rb") as f:
-        return parse_trace(f)
-
-
-def parse_trace(lines: Iterable[bytes]) -> Trace:
-    events: list[dict[str, Any]] = []
-    bad = 0
-    for line in lines:
-        if not line.strip():
-            continue
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            bad += 1
-            continue
-        if (
-            not isinstance(event, dict)
-            or not isinstance(event.get("id"), int)
-            or not isinstance(event.get("t"), (int, float))
-            or not isinstance(event.get("kind"), str)
-        ):
-            bad += 1
-            continue
-        events.append(event)
-    if not events or events[0]["kind"] != "trace":
-        raise TraceFormatError("not an acp-driver trace: the first line is not a trace header")
+def analyse(events: list[dict[str, Any]], bad: int) -> Trace:
+    """The trace of ``events`` (the file's, in order, the header first; ``bad``: the lines that
+    were not events)."""
     return _Analysis(events, bad).run()
 
 
@@ -281,6 +274,7 @@ class _Analysis:
             return
         for item in message if isinstance(message, list) else [message]:
             if isinstance(item, dict):
+                item = _keyed(item)
                 if direction == "out":
                     self.sent_message(peer, event, item)
                 else:
@@ -308,6 +302,7 @@ class _Analysis:
                 )
                 turns.append(turn)
                 peer.prompts[message["id"]] = turn
+                peer.life(sid).sent(turn, lambda: turn.end is not None)
             else:
                 peer.sent[message["id"]] = method
         elif method == p.SESSION_CANCEL:
@@ -352,8 +347,12 @@ class _Analysis:
             permission = None
             if method == p.SESSION_REQUEST_PERMISSION:
                 turn = peer.running(params.get("sessionId"))
+                # v2 asks with its own top-level ``title``; v1 with the tool call's
                 call = params.get("toolCall")
-                title = _text(call.get("title", "") if isinstance(call, dict) else "", 60)
+                title = params.get("title")
+                if not isinstance(title, str) or not title:
+                    title = call.get("title", "") if isinstance(call, dict) else ""
+                title = _text(title, 60)
                 permission = Permission(float(event["t"]), int(event["id"]), message["id"], title)
                 if turn is not None:
                     turn.permissions.append(permission)
@@ -373,67 +372,68 @@ class _Analysis:
         rid = message.get("id")
         turn = peer.prompts.pop(rid, None) if isinstance(rid, (int, str)) else None
         if turn is not None:
-            result = message.get("result")
+            life = peer.life(turn.session)
             error = message.get("error")
-            if peer.version >= 2 and isinstance(result, dict):
-                return  # v2: the prompt was inserted; its idle ends the turn (``update``)
-            turn.end = float(event["t"])
-            turn.end_eid = int(event["id"])
-            if isinstance(result, dict):
-                turn.stop_reason = str(result.get("stopReason"))
-            elif isinstance(error, dict):
-                turn.error = f"{error.get('code')} {_text(error.get('message', ''), 60)}"
+            if "result" in message:
+                steps = life.answered(turn, message.get("result"))
+            else:
+                steps = life.refused(turn, isinstance(error, dict) and error.get("code") == -32800)
+            for step in steps:
+                self.decided(peer, event, step, error)
             return
         method = peer.sent.pop(rid, None)
         if method == p.INITIALIZE:
-            result = message.get("result")
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
-            peer.version = version if isinstance(version, int) else peer.version
+            try:
+                peer.profile = read_answer("auto", message.get("result")).profile
+            except NegotiationError:
+                pass
         if method is None:
             # An answer to nothing we asked: a reply to a notification, or an id-less error.
             error = message.get("error")
             what = f"error {error.get('code')}" if isinstance(error, dict) else "result"
             peer.markers.append(self.moment(event, "stray", f"reply to no request ({what}, id {rid!r})"))
 
+    def decided(self, peer: Peer, event: dict[str, Any], step: Decided[Turn], error: Any = None) -> None:
+        """A decision of the session's lifecycle about one of its turns."""
+        turn = step.key
+        if step.decision in (Decision.ENDED, Decision.SPEAKS_V1, Decision.REFUSED):
+            turn.end = float(event["t"])
+            turn.end_eid = int(event["id"])
+            if step.decision is not Decision.REFUSED:
+                turn.stop_reason = step.stop_reason
+            elif step.error is not None:
+                turn.error = _text(step.error, 60)
+            elif isinstance(error, dict):
+                turn.error = f"{error.get('code')} {_text(error.get('message', ''), 60)}"
+            peer.life(turn.session).forget(turn)
+
     def update(self, peer: Peer, event: dict[str, Any], params: dict[str, Any]) -> None:
         update = params.get("update")
         kind = str(update.get("sessionUpdate")) if isinstance(update, dict) else "?"
         session = params.get("sessionId")
-        turn = peer.running(session)
-        if peer.version >= 2:
-            # v2: updates are fenced by span -- an idle ends the running turns (a held prompt's
-            # turn runs after them), anything of no running turn is background work.
-            assert isinstance(update, dict)
-            if kind == "state_update" and update.get("state") == "idle":
-                for running in [
-                    t
-                    for t in peer.sessions.get(str(session), [])
-                    if t.running and t.request_id not in peer.prompts
-                ]:
-                    running.end = float(event["t"])
-                    running.end_eid = int(event["id"])
-                    reason = update.get("stopReason")
-                    running.stop_reason = str(reason) if isinstance(reason, str) else None
-                return
-            if turn is not None:
-                turn.updates.append(self.moment(event, "update", kind))
+        if not isinstance(update, dict):
             return
-        call = update.get("toolCallId") if isinstance(update, dict) else None
-        if turn is not None:
-            # A tool call of an earlier turn (ids are unique in a session) is late even now.
-            earlier = [t for t in peer.sessions[str(session)][:-1] if call in t.tool_calls]
-            if isinstance(call, str) and call not in turn.tool_calls and earlier:
-                earlier[-1].late.append(
-                    self.moment(event, "late", f"{kind} of a tool call of turn {earlier[-1].index}")
-                )
-                return
+        life = peer.life(session)
+        owner = life.route(update, kind)
+        effects, life.effects = life.effects, None
+        if owner is not None:
+            call = update.get("toolCallId")
             if isinstance(call, str):
-                turn.tool_calls.add(call)
-            turn.updates.append(self.moment(event, "update", kind))
-            return
-        last = peer.last_turn(session)
-        if last is not None and kind in TURN_UPDATES:
-            last.late.append(self.moment(event, "late", f"{kind} after the turn's answer"))
+                owner.tool_calls.add(call)
+            owner.updates.append(self.moment(event, "update", kind))
+        elif kind in life.profile.turn_updates:
+            late, late_of = life.late_of(update)
+            if late and late_of is not None:
+                running = peer.running(session)
+                label = (
+                    f"{kind} of a tool call of turn {late_of.index}"
+                    if running is not None and running is not late_of
+                    else f"{kind} after the turn's answer"
+                )
+                late_of.late.append(self.moment(event, "late", label))
+        if effects is not None:
+            for step in effects.ended:
+                self.decided(peer, event, step)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -493,6 +493,20 @@ class _Analysis:
                 sorted(set(refs)),
             )
         )
+
+
+def _keyed(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with its ``id`` (and a ``$/cancel_request``'s ``requestId``) usable as a key:
+    an object or an array, a peer's mistake, is keyed by its JSON text (``wire_key``)."""
+    rid = message.get("id")
+    params = message.get("params")
+    target = params.get("requestId") if isinstance(params, dict) else None
+    if wire_key(rid) is rid and wire_key(target) is target:
+        return message
+    out = {**message, "id": wire_key(rid)} if "id" in message else dict(message)
+    if isinstance(params, dict) and "requestId" in params:
+        out["params"] = {**params, "requestId": wire_key(target)}
+    return out
 
 
 def _opt(value: Any) -> str | None:

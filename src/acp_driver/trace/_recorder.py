@@ -6,8 +6,8 @@
 - Append-only and flushed per event: each line is one ``write`` to a file opened ``O_APPEND``
   (no buffer in this process), so a crash -- SIGKILL included -- keeps every line written.
 - Bounded: a message over ``max_message_bytes`` keeps its skeleton (id, method, session,
-  update kind, stop reason) and says how big it was; the file stops at ``max_bytes`` with a
-  ``truncated`` line saying so.
+  update kind, stop reason) and says how big it was; a line that is not JSON keeps its first
+  ``max_message_bytes``; the file stops at ``max_bytes`` with a ``truncated`` line saying so.
 - Redacted before it is written (``_redact``): credentials, environments, header values.
 - A trace never breaks what it watches: a write that fails (disk full) ends the recording
   with a warning; a message that is not JSON is recorded as text.
@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ._redact import REDACTED, is_auth_method, needs_scan, redact_argv, redact_message, redact_value
+from ._redact import Redactor, needs_scan, redact_fields, redact_text
 
 logger = logging.getLogger("acp_driver.trace")
 
@@ -33,9 +33,12 @@ SCHEMA_VERSION = 1
 """The trace file's schema version (the header's ``v``); docs/trace.md describes each."""
 
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024
+DEFAULT_MAX_TRACED_BYTES = 64 * 1024
 _NOTE_ROOM = 512
 """Bytes kept free below ``max_bytes`` for the ``truncated`` line."""
+_SECRET_ROOM = 4096
+"""Bytes past the bound a line that is not JSON is redacted with, before it is cut: a secret the
+bound cuts through is still recognised (and replaced) whole."""
 
 
 class TraceRecorder:
@@ -46,7 +49,7 @@ class TraceRecorder:
         path: str | os.PathLike[str],
         *,
         max_bytes: int = DEFAULT_MAX_BYTES,
-        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_message_bytes: int = DEFAULT_MAX_TRACED_BYTES,
         clock: Callable[[], float] = time.monotonic,
         **header: Any,
     ) -> None:
@@ -64,8 +67,7 @@ class TraceRecorder:
         """The size cap was reached: later events are dropped."""
         self.dropped = 0
         self.failed = False
-        self._auth_ids: dict[str, set[Any]] = {"in": set(), "out": set()}
-        """Ids of authentication requests per direction: their answers are redacted whole."""
+        self._redactor = Redactor()
         self._fd: int | None = os.open(
             self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o600
         )
@@ -86,14 +88,17 @@ class TraceRecorder:
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError:
-            text = body[: self.max_message_bytes].decode("utf-8", "replace")
-            self._write_event("wire", {"dir": direction, **fields, "raw": text, "size": len(body)}, None)
+            head = body[: self.max_message_bytes + _SECRET_ROOM]  # a secret at the bound is seen whole
+            text = head.decode("utf-8", "replace")
+            if needs_scan(head):
+                text = redact_text(text)
+            raw = _cut(text, self.max_message_bytes)
+            self._write_event("wire", {"dir": direction, **fields, "raw": raw, "size": len(body)}, None)
             return
-        if self._auth_ids["in"] or self._auth_ids["out"] or needs_scan(body):
-            redacted = self._redact(direction, message)
-            if redacted is not message:
-                message = redacted
-                body = orjson.dumps(message)
+        redactor = self._redactor
+        if redactor.pending or needs_scan(body):
+            message = redactor.message(direction, message)
+            body = orjson.dumps(message)
         if len(body) > self.max_message_bytes:
             self._write_event(
                 "wire", {"dir": direction, **fields, "msg": _skeleton(message), "cut": len(body)}, None
@@ -104,7 +109,7 @@ class TraceRecorder:
         self._write_event("wire", {"dir": direction, **fields}, body)
 
     def event(self, kind: str, **fields: Any) -> int | None:
-        return self._write_event(kind, _redact_fields(fields), None)
+        return self._write_event(kind, redact_fields(fields), None)
 
     def meta(self, session_id: str) -> dict[str, str] | None:
         return None
@@ -131,18 +136,6 @@ class TraceRecorder:
         self.close()
 
     # ------------------------------------------------------------------ writing
-
-    def _redact(self, direction: str, message: Any) -> Any:
-        if isinstance(message, dict):
-            method = message.get("method")
-            if is_auth_method(method) and "id" in message:
-                self._auth_ids[direction].add(message["id"])
-            elif method is None and "id" in message:
-                asked = self._auth_ids["out" if direction == "in" else "in"]
-                if message["id"] in asked:
-                    asked.discard(message["id"])
-                    message = {**message, "result": REDACTED} if "result" in message else message
-        return redact_message(message)
 
     def _write_event(self, kind: str, fields: dict[str, Any], body: bytes | None) -> int | None:
         if self.failed:
@@ -193,18 +186,10 @@ class TraceRecorder:
                 os.close(fd)
 
 
-def _redact_fields(fields: dict[str, Any]) -> dict[str, Any]:
-    """A lifecycle event's fields: command lines (``argv``, ``agent``) keep no secret option's
-    value; headers keep their names; the rest as ``redact_value``."""
-    out: dict[str, Any] = {}
-    for key, value in fields.items():
-        if key in ("argv", "agent") and isinstance(value, list):
-            out[key] = redact_argv([str(word) for word in value])
-        elif key == "headers" and isinstance(value, dict):
-            out[key] = sorted(str(name) for name in value)
-        else:
-            out[key] = redact_value(value)
-    return out
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` bytes of UTF-8 (never mid-character)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", "ignore")
 
 
 def _skeleton(message: Any) -> Any:

@@ -1,7 +1,8 @@
 """``acp-driver trace FILE``: a trace in a few lines per turn, for a terminal.
 
-Per turn: when it ran and how long, its updates by kind, its permission requests and how each
-was answered, the cancel (what asked for it, and what it followed: a signal the command got, its
+Per turn: when it ran and how long, its verdict in words (``trace._verdict``: the same sentence
+as at the top of its lane on the page), its updates by kind (and how many came after
+``session/cancel``), its permission requests and how each was answered, the cancel (what asked for it, and what it followed: a signal the command got, its
 turn timeout) and which rung resolved it in how many milliseconds, and the updates that came
 after the turn's answer (past the fence). Per peer: the agent's start, the signals sent to it,
 its exit, the connection's end. Then the verdicts of ``check --trace``.
@@ -13,6 +14,7 @@ written raw to the terminal.
 from __future__ import annotations
 
 from ._model import Moment, Peer, Trace, Turn
+from ._verdict import updates_after_cancel, verdict
 
 _CAUSE_WINDOW = 0.5
 """A signal or a turn timeout this soon before a cancel is what the cancel answered."""
@@ -54,7 +56,8 @@ def summarize(trace: Trace) -> str:
                 f"  {verdict.result.upper():<5} {verdict.level:<6} {_safe(verdict.rule)} [event #{verdict.eid}; "
                 f"moments {moments or 'none'}{more}]"
             )
-    return "\n".join(lines) + "\n"
+    # every line once more: what the agent sent reaches a line through many fields
+    return "\n".join(_safe(line) for line in lines) + "\n"
 
 
 def _peer(peer: Peer) -> list[str]:
@@ -89,10 +92,16 @@ def _turn(turn: Turn, peer: Peer) -> list[str]:
     lines = [
         f"  session {_safe(turn.session)} turn {turn.index}: {_safe(repr(turn.prompt))}",
         f"    {turn.t:.3f} s -> {end}{length}  {_safe(how)}".rstrip(),
+        f"    verdict: {_safe(verdict(turn))}",
     ]
     kinds = turn.update_kinds()
     listed = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
-    lines.append(f"    updates: {len(turn.updates)}" + (f" ({listed})" if listed else ""))
+    after = updates_after_cancel(turn)
+    lines.append(
+        f"    updates: {len(turn.updates)}"
+        + (f" ({_safe(listed)})" if listed else "")
+        + (f"; {after} after session/cancel" if after is not None else "")
+    )
     if turn.permissions:
         asked = []
         for permission in turn.permissions:

@@ -5,6 +5,9 @@ protocol (snake_case methods taking the request's fields as keyword arguments), 
 ``AgentSideConnection`` through ``on_connect`` and builds every payload with ``acp.schema``
 models (0.12 had ``acp.helpers``; 1.0 removed them, the models exist in both).
 
+``initialize`` is answered as the SDK's own echo example answers it: with the client's
+``protocolVersion`` echoed back (a v1 agent asked for 2 "agrees"), in v1's field names.
+
 Run as ``python sdk_agent.py`` with the SDK installed: it serves ACP on its stdin/stdout until
 stdin ends. What it does for a prompt (the text of its text blocks):
 
@@ -33,7 +36,7 @@ import sys
 import uuid
 from typing import Any
 
-from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp import RequestError, run_agent
 from acp.schema import (
     AgentCapabilities,
     AgentMessageChunk,
@@ -73,7 +76,7 @@ class InteropAgent:
         **kwargs: Any,
     ) -> InitializeResponse:
         return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
+            protocol_version=protocol_version,  # the SDK example's way: the client's own, echoed
             agent_capabilities=AgentCapabilities(),
             agent_info=Implementation(
                 name="sdk-interop-agent", title="SDK interop agent", version=SDK_VERSION

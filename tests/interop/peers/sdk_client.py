@@ -13,6 +13,9 @@ Scenarios:
   request (answered by this client: the first ``allow_*`` option); reports the updates.
 - ``session_cancel``: a prompt that sleeps; after its first update, ``session/cancel``;
   reports the stop reason.
+- ``session_cancel_now``: the same, the cancel sent as soon as the prompt is on the wire (an
+  agent that hangs says nothing first).
+- ``hold``: a prompt that sleeps; after its first update, this client waits (to be killed).
 - ``cancel_request_prompt`` (SDK 1.0+): the task awaiting ``conn.prompt`` is cancelled after
   the first update: the SDK sends ``$/cancel_request`` and drops the answer, which this script
   still sees through its observer and reports as ``answer``.
@@ -124,9 +127,18 @@ async def scenario(name: str, conn: Any, client: InteropClient, wire: Wire, out:
         out["permission_requests"] = client.permission_requests
         return
 
-    if name == "session_cancel":
+    if name == "hold":
         task = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block(SLEEPY_PROMPT)]))
         await asyncio.wait_for(client.got_update.wait(), 30)
+        log("holding")
+        await asyncio.sleep(3600)
+
+    if name in ("session_cancel", "session_cancel_now"):
+        task = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block(SLEEPY_PROMPT)]))
+        if name == "session_cancel":
+            await asyncio.wait_for(client.got_update.wait(), 30)
+        else:
+            await wait_for(lambda: bool(wire.sent("session/prompt")), 30, "the prompt to go out")
         started = time.monotonic()
         await conn.cancel(session_id=sid)
         response = await asyncio.wait_for(task, 30)

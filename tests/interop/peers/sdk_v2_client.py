@@ -23,6 +23,8 @@ Steps (``{"op": ...}``):
 
 - ``initialize``: ``protocolVersion`` (default 2); ``new_session``; ``set_config``
   (``configId``, ``value``); ``close_session``; ``resume`` (``replay``: from the start);
+  ``new_session`` and ``resume`` send only what the SDK sends by default (no ``mcpServers``,
+  which v2 made optional) unless the step gives ``mcpServers``;
 - ``prompt`` (``text``, ``as``: a name): sent, not awaited (``{"ev": "prompt_sent", "as": NAME,
   "id": ID}`` once it is on the wire); ``await_prompt`` (``as``): until its answer arrives (on the
   wire: the SDK drops the answer to a prompt its caller withdrew); ``withdraw`` (``as``): cancel the task awaiting it (the SDK's way to cancel a
@@ -260,7 +262,10 @@ class Runner:
             )
             emit({"ev": "result", "i": i, "result": dump(response)})
         elif op == "new_session":
-            response = await conn.new_session(cwd=step.get("cwd", os.getcwd()), mcp_servers=[])
+            # As the SDK's client is called by default: only what v2 requires (no mcpServers),
+            # unless the plan says otherwise.
+            extra = {"mcp_servers": step["mcpServers"]} if "mcpServers" in step else {}
+            response = await conn.new_session(cwd=step.get("cwd", os.getcwd()), **extra)
             self.session_id = response.session_id
             emit({"ev": "result", "i": i, "result": dump(response)})
         elif op == "set_config":
@@ -273,11 +278,9 @@ class Runner:
             emit({"ev": "result", "i": i, "result": dump(response)})
         elif op == "resume":
             replay = schema.ReplayFromStartVariant() if step.get("replay") else None
+            extra = {"mcp_servers": step["mcpServers"]} if "mcpServers" in step else {}
             response = await conn.resume_session(
-                session_id=self.session_id,
-                cwd=step.get("cwd", os.getcwd()),
-                mcp_servers=[],
-                replay_from=replay,
+                session_id=self.session_id, cwd=step.get("cwd", os.getcwd()), replay_from=replay, **extra
             )
             emit({"ev": "result", "i": i, "result": dump(response)})
         elif op == "prompt":

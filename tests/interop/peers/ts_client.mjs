@@ -6,7 +6,7 @@
 // JSON object on stdout: the scenario's observations, `updates` (every session/update the
 // client got), `wire` (every message through the SDK stream, both ways) and `agent_exit`.
 //
-// Scenarios: turn, session_cancel, cancel_request_prompt, cancel_request_ext (the same as
+// Scenarios: turn, session_cancel, session_cancel_now, hold, cancel_request_prompt, cancel_request_ext (the same as
 // sdk_client.py). The TS SDK cancels an outgoing request when its `cancellationSignal` aborts:
 // it sends $/cancel_request and (by default) keeps waiting for the peer's answer, which the
 // returned promise then settles with.
@@ -86,9 +86,19 @@ async function run(ctx) {
     out.stop_reason = (await prompt(TURN_PROMPT)).stopReason;
     return;
   }
-  if (scenario === "session_cancel") {
-    const pending = prompt(SLEEPY_PROMPT);
+  if (scenario === "hold") {
+    void prompt(SLEEPY_PROMPT).catch(() => {});
     await waitFor(() => out.updates.length > 0, 30000, "the first update");
+    log("holding");
+    await sleep(3600000);
+  }
+  if (scenario === "session_cancel" || scenario === "session_cancel_now") {
+    const pending = prompt(SLEEPY_PROMPT);
+    if (scenario === "session_cancel") {
+      await waitFor(() => out.updates.length > 0, 30000, "the first update");
+    } else {
+      await waitFor(() => sent("session/prompt").length > 0, 30000, "the prompt to go out");
+    }
     const started = performance.now();
     await ctx.notify("session/cancel", { sessionId });
     out.stop_reason = (await pending).stopReason;

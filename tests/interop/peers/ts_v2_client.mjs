@@ -164,7 +164,7 @@ async function step(ctx, i, s) {
       const result = await ctx.request(v2.methods.agent.session.resume, {
         sessionId,
         cwd: s.cwd ?? process.cwd(),
-        mcpServers: [],
+        ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}), // optional in v2: sent only if asked
         ...(s.replay ? { replayFrom: { type: "start" } } : {}),
       });
       // The session's helper on this connection (after a restart, the old one's is closed).

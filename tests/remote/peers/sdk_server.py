@@ -56,7 +56,7 @@ HISTORY: dict[str, list[tuple[str, str]]] = {}
 class RemoteTestAgent(InteropAgent):
     async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
         return InitializeResponse(
-            protocol_version=1,
+            protocol_version=protocol_version,  # the SDK example's way: the client's own, echoed
             agent_capabilities=AgentCapabilities(load_session=True),
             agent_info=Implementation(name="sdk-remote-agent", title="SDK remote agent", version=SDK_VERSION),
         )
