@@ -443,7 +443,7 @@ MUTATIONS = [
         "--turn-timeout runs on the agent's clock (the ladder's), not the loop's",
         "cli/_controller.py",
         "            self._clock = turn.agent.clock  # one clock: the timeout's and the ladder it starts\n",
-        "",
+        "            pass\n",
         ("tests/cli/test_turn_timeout_clock.py",),
     ),
     Mutation(
