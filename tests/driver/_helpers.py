@@ -21,6 +21,7 @@ from typing import Any
 
 from acp_driver.driver import PromptTurn, RemoteAgent, Update, launch
 
+from ..fakeclock import FakeClock
 from ..procs import group_alive as group_alive
 from ..procs import pid_alive as pid_alive
 from ..procs import wait_group_gone
@@ -63,9 +64,17 @@ async def running(argv: Sequence[str], **options: Any) -> AsyncIterator[RemoteAg
         yield agent
     finally:
         pgid = agent.process.pgid
+        clock = options.get("clock")
         try:
             async with asyncio.timeout(15):
-                await agent.aclose()
+                # The shutdown's graces run on the agent's clock: a fake one is moved on while
+                # an agent still running (a wedged one) is closed, SIGTERMed and SIGKILLed.
+                closing = asyncio.ensure_future(agent.aclose())
+                while not closing.done():
+                    if isinstance(clock, FakeClock):
+                        clock.advance(0.5)
+                    await asyncio.wait({closing}, timeout=0.01)
+                await closing
         finally:
             _kill_group(pgid)
 

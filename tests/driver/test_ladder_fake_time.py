@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from acp_driver.core import resolve_within
 from acp_driver.driver import ClientServices, LadderPolicy, Resolution, Rung
 from acp_driver.services import LocalTerminals
 
@@ -208,3 +209,27 @@ async def test_the_agent_cleans_up_its_terminals_while_its_turn_is_cancelled(tmp
         assert terminals.terminals == {}  # released by the agent (or at the turn's end)
         await wait_group_gone(terminal.pgid)
         await close_and_check(agent)
+
+
+async def test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule(tmp_path: Path) -> None:
+    """``cancel("agent")`` with nothing running: the agent's input is closed at once, SIGTERM
+    comes at 3/4 of the budget and SIGKILL at the budget, on the agent's clock -- the bound of
+    every cancel (``resolve_within``), here for an agent that ignores both its input's end and
+    SIGTERM."""
+    clock = FakeClock(T0)
+    async with (
+        asyncio.timeout(60),
+        running(script("ignore_sigterm"), ladder=LadderPolicy(budget=BUDGET), clock=clock) as agent,
+    ):
+        await agent.new_session(tmp_path)
+        cancelling = asyncio.create_task(agent.cancel("agent"))
+        await eventually(lambda: clock.deadlines == [T0 + BUDGET * 0.75], "the shutdown to wait on the clock")
+        clock.advance_to(T0 + BUDGET * 0.75)  # SIGTERM: ignored
+        await eventually(lambda: clock.deadlines == [T0 + BUDGET], "SIGKILL to be due at the budget")
+        assert agent.returncode is None
+        clock.advance_to(T0 + BUDGET)
+        outcome = await cancelling
+        assert agent.returncode == -9
+        assert outcome.elapsed == BUDGET  # fake time: SIGKILL exactly at the budget
+        assert outcome.elapsed <= resolve_within(BUDGET)
+        assert outcome.steps == ("shutdown",)

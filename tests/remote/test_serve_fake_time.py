@@ -18,7 +18,7 @@ import httpx
 import orjson
 
 from acp_driver.agent import Agent, Turn
-from acp_driver.core import Resolution, Rung
+from acp_driver.core import TERM_GRACE, Resolution, Rung
 from acp_driver.remote import RemoteServer, serve_agent, serve_command
 
 from ..fakeclock import FakeClock
@@ -26,6 +26,7 @@ from ..waiting import eventually
 from .serving import AGENTS, INIT_PARAMS, HttpClient, WsClient, pid_gone, text_prompt
 
 T0 = 1000.0
+DRIVER_AGENTS = Path(__file__).parent.parent / "driver" / "agents"
 BUDGET = 8.0
 HANG = [sys.executable, "-m", "acp_driver", "agent", "--behavior", "hang"]
 POLITE = [sys.executable, "-m", "acp_driver", "agent"]
@@ -240,3 +241,32 @@ async def test_an_initialize_the_agent_never_answers_is_504_at_the_timeout_on_th
         response = await posting
         assert response.status_code == 504
         assert "did not answer initialize in time" in response.text
+
+
+async def test_an_agent_whose_output_ended_is_waited_for_on_the_clock_then_its_connection_ends() -> None:
+    """An agent that closes its stdout but runs on: its exit is waited for ``TERM_GRACE`` on the
+    server's clock (to name it in the reason), then the connection ends and the ladder runs."""
+    clock = FakeClock(T0)
+    quiet = [sys.executable, str(DRIVER_AGENTS / "close_stdout.py")]
+    async with (
+        asyncio.timeout(60),
+        server(serve_command(quiet, port=0, cancel_budget=BUDGET, clock=clock), clock) as srv,
+        WsClient.connect(srv.url) as client,
+    ):
+        sid = await client.open_session()
+        await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("go")})
+        await client.next()  # "about to go quiet": then its stdout closes
+        conn = await _one_connection(srv)
+        await eventually(lambda: T0 + TERM_GRACE in clock.deadlines, "the wait for its exit, on the clock")
+        clock.advance_to(T0 + TERM_GRACE - 0.001)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not conn.ending
+        clock.advance_to(T0 + TERM_GRACE)
+        for _ in range(20):  # a few turns of the loop, no real time: the clock ended the wait
+            await asyncio.sleep(0)
+        assert conn.ending
+        assert conn.end_reason is not None
+        assert conn.end_reason.startswith("the agent ended (still running")
+        assert conn.ladder is not None
+        assert conn.ladder.started_at == T0 + TERM_GRACE

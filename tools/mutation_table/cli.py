@@ -438,4 +438,20 @@ MUTATIONS = [
         "                self._timeout_left",
         ("tests/cli/test_first_hour.py::test_the_turn_timeout_stops_while_the_user_is_asked",),
     ),
+    Mutation(
+        "turn-timeout-on-the-agents-clock",
+        "--turn-timeout runs on the agent's clock (the ladder's), not the loop's",
+        "cli/_controller.py",
+        "            self._clock = turn.agent.clock  # one clock: the timeout's and the ladder it starts\n",
+        "            pass\n",
+        ("tests/cli/test_turn_timeout_clock.py",),
+    ),
+    Mutation(
+        "ladder-steps-reported-on-the-agents-clock",
+        "the ladder steps a command reports are timed on the agent's clock (the one the ladder runs on)",
+        "cli/_controller.py",
+        "        self.say(self.output.ladder_step, rung, self._clock.now() - self._cancel_started)\n",
+        "        self.say(self.output.ladder_step, rung, asyncio.get_running_loop().time() - self._cancel_started)\n",
+        ("tests/cli/test_turn_timeout_clock.py",),
+    ),
 ]

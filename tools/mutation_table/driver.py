@@ -139,4 +139,28 @@ MUTATIONS = [
         "                pass\n",
         ("tests/driver/test_v2_host.py::test_a_turn_ended_by_the_hosts_close_was_cancelled_by_the_host",),
     ),
+    Mutation(
+        "cancel-agent-shutdown-on-the-ladders-schedule",
+        "cancel('agent'): the shutdown keeps to the ladder's schedule from the cancel (SIGTERM at 3/4, SIGKILL at the budget)",
+        "driver/_agent.py",
+        "        await self.shutdown(\n            max(0.0, terminate_at - spent), term_grace=max(0.0, policy.budget - max(spent, terminate_at))\n        )\n",
+        "        await self.shutdown()\n",
+        ("tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",),
+    ),
+    Mutation(
+        "shutdown-grace-on-the-clock",
+        "shutdown: the wait for the agent's own exit runs on the agent's clock",
+        "driver/_process_peer.py",
+        "                async with timeout_on(self.process.clock, grace):\n",
+        "                async with timeout_on(None, grace):\n",
+        ("tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",),
+    ),
+    Mutation(
+        "agent-process-on-the-agents-clock",
+        "a launched agent's SIGTERM -> SIGKILL graces (reap) run on the agent's clock",
+        "driver/_process_peer.py",
+        "        self.process.clock = agent.clock  # its SIGTERM -> SIGKILL graces run on the agent's clock\n",
+        "",
+        ("tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",),
+    ),
 ]

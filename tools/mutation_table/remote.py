@@ -364,15 +364,10 @@ MUTATIONS = [
         "core/_connection_end.py",
         "    Rung.TERMINATE: (Action.CLOSE_INPUT, Action.TERMINATE),\n",
         "    Rung.TERMINATE: (Action.TERMINATE,),\n",
-        ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
-    ),
-    Mutation(
-        "serve-sigterm-after-the-input-is-closed",
-        "serve: SIGTERM waits until the agent's stdin is really closed (asyncio closes a pipe a loop turn later)",
-        "remote/_relay.py",
-        "        self._stdin_protocol.when_lost(self.process.terminate)\n",
-        "        self.process.terminate()\n",
-        ("tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",),
+        (
+            "tests/core/test_connection_end.py",
+            "tests/remote/test_serve_fake_time.py::test_terminate_closes_the_agents_input_before_sigterm",
+        ),
     ),
     Mutation(
         "serve-too-deep-to-relay",
@@ -399,5 +394,13 @@ MUTATIONS = [
         "                async with timeout_on(self.receiver.clock, grace):\n",
         "                async with timeout_on(None, grace):\n",
         ("tests/remote/test_connect_close_grace.py",),
+    ),
+    Mutation(
+        "serve-agent-exit-wait-on-the-clock",
+        "serve: an agent whose output ended is waited for (to name its exit) on the server's clock",
+        "remote/_served.py",
+        "            async with timeout_on(self.clock, TERM_GRACE):  # its exit is near: name it\n",
+        "            async with timeout_on(None, TERM_GRACE):\n",
+        ("tests/remote/test_serve_fake_time.py::test_an_agent_whose_output_ended_is_waited_for_on_the_clock_then_its_connection_ends",),
     ),
 ]

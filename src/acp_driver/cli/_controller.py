@@ -7,7 +7,6 @@ import contextlib
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -72,7 +71,10 @@ class Controller:
         self._cancel_started = 0.0
         self._stops = 0
         self._loop = asyncio.get_running_loop()
+        self._given_clock = clock
         self._clock: Clock = clock or LoopClock()
+        """What the turn timeout and the reported ladder steps are timed on: the one given, else
+        each turn's agent's clock (the ladder's own, set at ``start``)."""
         self._timer: Timer | None = None
         self._deadline = 0.0
         self._timeout_left: float | None = None
@@ -119,6 +121,8 @@ class Controller:
         self.turn_timeout = timeout
         self.user_time = 0.0
         self._timeout_left = None
+        if self._given_clock is None:
+            self._clock = turn.agent.clock  # one clock: the timeout's and the ladder it starts
         if timeout is not None:
             self._deadline = self._clock.now() + timeout
             self._timer = self._clock.call_at(self._deadline, self._timeout)
@@ -164,12 +168,12 @@ class Controller:
     def _cancel(self, reason: str) -> None:
         assert self.turn is not None
         self.reason = reason
-        self._cancel_started = time.monotonic()
+        self._cancel_started = self._clock.now()
         self.say(self.output.cancelling, reason)
         self._cancel_task = self._loop.create_task(self.turn.cancel())
 
     def on_step(self, turn: PromptTurn, rung: Rung) -> None:
-        self.say(self.output.ladder_step, rung, time.monotonic() - self._cancel_started)
+        self.say(self.output.ladder_step, rung, self._clock.now() - self._cancel_started)
 
     async def finish(self) -> None:
         self.clear_timer()

@@ -18,6 +18,7 @@ rung (it is not an action on the agent). Pure: no clock, no I/O.
 
 from __future__ import annotations
 
+from ._escalation import EXIT_WAIT
 from ._ladder import CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
 from ._rungs import Action, Rung
 
@@ -32,7 +33,7 @@ _RUNG_ACTIONS: dict[Rung, tuple[Action, ...]] = {
 class ConnectionEndMachine:
     """The cancel state of one ended connection (see the module docstring)."""
 
-    def __init__(self, policy: LadderPolicy, *, exit_wait: float = 5.0) -> None:
+    def __init__(self, policy: LadderPolicy, *, exit_wait: float = EXIT_WAIT) -> None:
         self.policy = policy
         self.exit_wait = exit_wait
         self.ladder: CancelLadder | None = None

@@ -50,6 +50,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
+from ._escalation import EXIT_WAIT
 from ._ladder import HELD_SCHEDULE, CancelLadder, LadderPolicy, Observation, Resolution, Seen, Step
 from ._profile import V1, ProtocolProfile
 from ._rungs import Action, Rung
@@ -79,7 +80,7 @@ class TurnMachine:
         self,
         policy: LadderPolicy,
         *,
-        exit_wait: float = 5.0,
+        exit_wait: float = EXIT_WAIT,
         remote: bool = False,
         profile: ProtocolProfile = V1,
     ) -> None:

@@ -31,6 +31,10 @@ from .. import __version__
 from .. import protocol as p
 from ..aio import AgentProcess, Clock, Connection, LoopClock, ProcessGroup, StderrTail
 from ..core import (
+    CLOSE_GRACE,
+    EXIT_WAIT,
+    SHUTDOWN_GRACE,
+    TERM_GRACE,
     V1,
     V2,
     AcpError,
@@ -82,7 +86,8 @@ class AgentHandle:
         self.services = services
         self.ladder_policy = ladder_policy
         self.request_timeout = request_timeout
-        self.reap_timeout = 5.0
+        self.reap_timeout = EXIT_WAIT
+        """After SIGKILL, how long a turn waits for the exit before it is resolved anyway."""
         self.name = name
         self.clock: Clock = clock if clock is not None else LoopClock()
         """The clock the cancel ladder runs on (inject a fake one to test it without waiting)."""
@@ -427,25 +432,33 @@ class AgentHandle:
             raise ValueError("use session.cancel() for scopes 'current_turn' and 'session'")
         turns = [s.current_turn for s in self.sessions.values() if s.current_turn is not None]
         outcomes = await asyncio.gather(*(t.cancel() for t in turns))
-        await self.shutdown()
+        # The shutdown keeps to the ladder's schedule, from the same start: input closed now,
+        # SIGTERM at 3/4 of the budget, SIGKILL at the budget (at once for time already spent).
+        policy = self.ladder_policy
+        spent = self.clock.now() - started
+        terminate_at = policy.budget * policy.terminate_at
+        await self.shutdown(
+            max(0.0, terminate_at - spent), term_grace=max(0.0, policy.budget - max(spent, terminate_at))
+        )
         steps = tuple(step for o in outcomes for step in o.steps)
         by = outcomes[-1].resolved_by if outcomes else "idle"
         resolution = worst([o.resolution for o in outcomes])
         return CancelOutcome("agent", resolution, by, self.clock.now() - started, None, (*steps, "shutdown"))
 
-    async def shutdown(self, grace: float = 2.0) -> int:
+    async def shutdown(self, grace: float = SHUTDOWN_GRACE, *, term_grace: float = TERM_GRACE) -> int:
         """Close the connection (stdin), give the agent up to ``grace`` to end, then end it for
-        good (a process: TERM/KILL of its group; a network connection: abort). Returns the exit
-        status (0 over a network). Every request still pending fails; nothing of it is left."""
+        good (a process: TERM, KILL ``TERM_GRACE`` later, of its group; a network connection:
+        abort). Every wait is on the agent's clock. Returns the exit status (0 over a network).
+        Every request still pending fails; nothing of it is left."""
         conn = self.connection
         if not conn.closed:
             await conn.aclose("host shut the agent down" if not self.remote else "host closed the connection")
-        code, reason = await self.peer.shutdown(grace)
+        code, reason = await self.peer.shutdown(grace, term_grace)
         await self.finalize(reason)
         return code
 
     async def aclose(self) -> None:
-        await self.shutdown(grace=1.0)
+        await self.shutdown(grace=CLOSE_GRACE)
 
     async def kill(self) -> int:
         """End the agent now (SIGKILL of its whole group; a network connection: abort); returns

@@ -73,8 +73,8 @@ class NetworkPeer:
 
     # ------------------------------------------------------------------ ending
 
-    async def shutdown(self, grace: float) -> tuple[int, str]:
-        await self.transport.aclose(grace)
+    async def shutdown(self, grace: float, term_grace: float) -> tuple[int, str]:
+        await self.transport.aclose(grace)  # no signal to send: aborted at the end of the grace
         return 0, "the host closed the connection"
 
     async def kill_now(self) -> tuple[int, str]:

@@ -48,9 +48,9 @@ class Peer(Protocol):
     def kill(self) -> None:
         """SIGKILL to the process group; a network connection: abort it."""
 
-    async def shutdown(self, grace: float) -> tuple[int, str]:
-        """The connection is closed: end the agent politely within ``grace``, then for good.
-        Returns (exit status, what happened)."""
+    async def shutdown(self, grace: float, term_grace: float) -> tuple[int, str]:
+        """The connection is closed: end the agent politely within ``grace``, then for good (a
+        process: SIGTERM, SIGKILL ``term_grace`` later). Returns (exit status, what happened)."""
 
     async def kill_now(self) -> tuple[int, str]:
         """End the agent at once. Returns (exit status, what happened)."""

@@ -14,7 +14,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from ..aio import AgentProcess, ProcessGroup, StderrTail, exit_description
+from ..aio import AgentProcess, ProcessGroup, StderrTail, exit_description, timeout_on
+from ..core import OUTPUT_GRACE
 from ._errors import AgentExitedError
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class ProcessPeer:
 
     def attach(self, agent: AgentHandle) -> None:
         self._agent = agent
+        self.process.clock = agent.clock  # its SIGTERM -> SIGKILL graces run on the agent's clock
         agent.connection.on_peer_gone = self._on_peer_gone
         self.child.on_exit(self._on_exit)
 
@@ -64,12 +66,12 @@ class ProcessPeer:
 
     # ------------------------------------------------------------------ ending
 
-    async def shutdown(self, grace: float) -> tuple[int, str]:
-        if self.process.returncode is None:
+    async def shutdown(self, grace: float, term_grace: float) -> tuple[int, str]:
+        if self.process.returncode is None and grace > 0:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(grace):
+                async with timeout_on(self.process.clock, grace):
                     await self.process.wait()
-        code = await self.child.reap()
+        code = await self.child.reap(term_timeout=term_grace)
         return code, f"agent {exit_description(code)}"
 
     async def kill_now(self) -> tuple[int, str]:
@@ -104,13 +106,13 @@ class ProcessPeer:
     async def _after_peer_gone(self, agent: AgentHandle, how: str) -> None:
         # Usually the agent is exiting; if it keeps running without stdin/stdout, it is useless.
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(0.5):
+            async with timeout_on(self.process.clock, OUTPUT_GRACE):
                 await self.process.wait()
         if self.process.returncode is None:
             what = "closed its stdout" if how == "eof" else "stopped reading its stdin"
             logger.warning("%s %s but keeps running; terminating its group", agent.name, what)
             self._gone = what
-            code = await self.child.reap(term_timeout=1.0)
+            code = await self.child.reap()
             await agent.finalize(f"agent {what} ({exit_description(code)} after SIGTERM)")
         else:
             await agent.finalize(f"agent {exit_description(self.process.returncode)}")

@@ -225,17 +225,19 @@ class SubprocessBackend:
             self._stdin.close()
 
     def terminate(self) -> None:
-        # The rung's CLOSE_INPUT came just before (the order is the connection-end machine's,
-        # written once there), but a transport closes its descriptor only on the loop's next
-        # turn, or once its buffer is written. SIGTERM waits for that close, so the agent finds
-        # the end of its input when signalled; what it did not read by now is dropped (a
-        # full pipe would hold the close, and the signal, for ever).
+        # SIGTERM finds the agent's input ended: closed by the rung's CLOSE_INPUT just before
+        # (serve's connection end), else here (the proxy's turn ladder). A transport closes its
+        # descriptor only on the loop's next turn, or once its buffer is written: the signal
+        # waits for that close. What the agent did not read by now is dropped (a full pipe
+        # would hold the close, and the signal, for ever).
         stdin = self._stdin
-        if stdin is None or not stdin.is_closing():  # nobody closed it: no close to wait for
+        if stdin is None:
             self.process.terminate()
             return
         if stdin.get_write_buffer_size():
             stdin.abort()
+        elif not stdin.is_closing():
+            stdin.close()
         self._stdin_protocol.when_lost(self.process.terminate)
 
     def kill(self) -> None:
