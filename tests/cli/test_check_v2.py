@@ -200,7 +200,9 @@ def test_an_answer_after_the_idle_of_work_too_quick_to_cancel_is_not_an_insertio
 
 def test_work_too_quick_to_cancel_is_inconclusive_with_a_hint() -> None:
     code, doc = check("--protocol", "2", "--busy-prompt", "hello", agent=REFERENCE)
-    assert code == 6, doc
+    assert code == 6, [
+        (r.get("id"), r["result"], r["evidence"]) for r in doc["results"] if r["result"] == "fail"
+    ]
     assert doc["verdict"] == "inconclusive"
     assert by_rule(doc)[CANCEL_RULE]["result"] == "skip"
     assert by_rule(doc)[INSERT_RULE]["result"] == "pass"  # judged on the quick work all the same
