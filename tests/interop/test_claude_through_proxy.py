@@ -23,6 +23,8 @@ from .fake_anthropic import Endless, FakeAnthropic, ToolUse, Words
 from .installs import NpmAgent
 from .test_v2_claude_agent import DROP, TOUCH, by_marker, claude_env, claude_processes
 
+SLEEPY = {"command": "sleep 30 && touch slept.txt", "description": "Wait, then create a file"}
+
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
 BUDGET = 4.0
@@ -57,7 +59,12 @@ def _agent_pid(editor: Editor) -> int:
 
 async def test_claude_behind_the_proxy(claude_agent: NpmAgent, model: FakeAnthropic, tmp_path: Path) -> None:
     model.decide = by_marker(
-        {"FIVE": Words("a", 5), "FOREVER": Endless("b"), "TOUCH": ToolUse("Bash", TOUCH)}
+        {
+            "FIVE": Words("a", 5),
+            "FOREVER": Endless("b"),
+            "TOUCH": ToolUse("Bash", TOUCH),
+            "SLEEPY": ToolUse("Bash", SLEEPY),
+        }
     )
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(DROP)},
@@ -91,6 +98,22 @@ async def test_claude_behind_the_proxy(claude_agent: NpmAgent, model: FakeAnthro
         at, answer = await editor.answer(forever)
         assert answer["result"]["stopReason"] == "cancelled", editor.report()
         assert at - cancelled_at <= BUDGET + 0.5, editor.report()
+        # A cancel while a shell tool runs (a new session runs tools unasked): the turn ends
+        # cancelled within the budget, and the command never gets to its end.
+        sleepy = editor.request("session/prompt", {"sessionId": sid, "prompt": _text("run SLEEPY")})
+        await editor.wait_for(
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"].get("sessionUpdate") in ("tool_call", "tool_call_update")
+            ),
+            "the shell tool to start",
+        )
+        cancelled_at = time.monotonic()
+        editor.notify("session/cancel", {"sessionId": sid})
+        at, answer = await editor.answer(sleepy)
+        assert answer["result"]["stopReason"] == "cancelled", editor.report()
+        assert at - cancelled_at <= BUDGET + 0.5, editor.report()
+        assert not (tmp_path / "slept.txt").exists()
         # A permission left open after the editor's cancel: the proxy closes it both ways.
         await editor.call("session/set_mode", {"sessionId": sid, "modeId": "default"})
         touch = editor.request("session/prompt", {"sessionId": sid, "prompt": _text("TOUCH a file")})
