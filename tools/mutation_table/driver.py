@@ -145,7 +145,9 @@ MUTATIONS = [
         "driver/_agent.py",
         "        await self.shutdown(\n            max(0.0, terminate_at - spent), term_grace=max(0.0, policy.budget - max(spent, terminate_at))\n        )\n",
         "        await self.shutdown()\n",
-        ("tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",),
+        (
+            "tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",
+        ),
     ),
     Mutation(
         "shutdown-grace-on-the-clock",
@@ -153,7 +155,9 @@ MUTATIONS = [
         "driver/_process_peer.py",
         "                async with timeout_on(self.process.clock, grace):\n",
         "                async with timeout_on(None, grace):\n",
-        ("tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",),
+        (
+            "tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",
+        ),
     ),
     Mutation(
         "agent-process-on-the-agents-clock",
@@ -161,6 +165,8 @@ MUTATIONS = [
         "driver/_process_peer.py",
         "        self.process.clock = agent.clock  # its SIGTERM -> SIGKILL graces run on the agent's clock\n",
         "",
-        ("tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",),
+        (
+            "tests/driver/test_ladder_fake_time.py::test_cancel_agent_shuts_an_idle_agent_down_on_the_ladders_schedule",
+        ),
     ),
 ]

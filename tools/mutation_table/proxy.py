@@ -167,4 +167,14 @@ MUTATIONS += [
         "    def feed_eof(self) -> None:\n        pass\n",
         ("tests/proxy/test_proxy_remote_agent.py",),
     ),
+    Mutation(
+        "proxy-ladder-on-the-injected-clock",
+        "proxy: the ladder behind the editor's cancel runs on the injected clock (its rungs asserted by time)",
+        "proxy/_front.py",
+        "            clock=self.settings.clock,\n",
+        "",
+        (
+            "tests/proxy/test_proxy_fake_time.py::test_the_editors_cancel_is_answered_at_the_rung_that_ended_the_turn",
+        ),
+    ),
 ]

@@ -401,6 +401,8 @@ MUTATIONS = [
         "remote/_served.py",
         "            async with timeout_on(self.clock, TERM_GRACE):  # its exit is near: name it\n",
         "            async with timeout_on(None, TERM_GRACE):\n",
-        ("tests/remote/test_serve_fake_time.py::test_an_agent_whose_output_ended_is_waited_for_on_the_clock_then_its_connection_ends",),
+        (
+            "tests/remote/test_serve_fake_time.py::test_an_agent_whose_output_ended_is_waited_for_on_the_clock_then_its_connection_ends",
+        ),
     ),
 ]

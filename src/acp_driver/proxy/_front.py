@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
 from .._install import install_extra
-from ..aio import connect_read_pipe, connect_write_pipe
+from ..aio import Clock, connect_read_pipe, connect_write_pipe
 from ..core import LadderPolicy, LineFramer, OversizedLine, encode_relayed, parse_json
 from ..net import is_url
 from ..remote import ServedConnection, SubprocessBackend
@@ -62,6 +62,8 @@ class ProxySettings:
     """How many times an agent that ended while the editor was connected is restarted."""
     reattach_timeout: float = 30.0
     """Seconds a restarted agent has to answer each replayed ``initialize`` / session re-open."""
+    clock: Clock | None = None
+    """What the ladder, the graces and the silence timeout run on (the loop's; a fake one in tests)."""
 
 
 class _EditorOut(asyncio.Protocol):
@@ -174,6 +176,7 @@ class Proxy:
             "stdio",
             max_backlog=self.settings.max_message_bytes * 4,
             trace=self.trace,
+            clock=self.settings.clock,
         )
         self.guard = ProxyGuard(
             served, self._write, self.settings.guard, book=self.book, stats=self.stats, before=self.guard
