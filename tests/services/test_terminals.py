@@ -11,7 +11,7 @@ import pytest
 
 from acp_driver import RequestCancelledError, RpcError
 from acp_driver.services import LocalTerminals, ServiceError
-from acp_driver.services._terminals import utf8_complete_end, utf8_tail_start
+from acp_driver.services._terminal import utf8_complete_end, utf8_tail_start
 
 from ..fakeclock import FakeClock
 from ..waiting import eventually

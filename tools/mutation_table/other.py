@@ -176,7 +176,7 @@ MUTATIONS = [
     Mutation(
         "terminal-kill-grace",
         "terminal/kill: a command that ignores SIGTERM is SIGKILLed at kill_grace (the time asserted, not only the outcome)",
-        "services/_terminals.py",
+        "services/_terminal.py",
         "        await self.process.reap(term_timeout=kill_grace)\n",
         "        await self.process.reap(term_timeout=kill_grace * 50)\n",
         (
@@ -186,7 +186,7 @@ MUTATIONS = [
     Mutation(
         "terminal-kill-grace-on-the-clock",
         "terminals: the SIGTERM -> SIGKILL grace runs on the service's injected clock",
-        "services/_terminals.py",
+        "services/_terminal.py",
         "        process.clock = clock\n",
         "",
         (

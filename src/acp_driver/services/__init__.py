@@ -19,7 +19,8 @@ from .. import _log  # noqa: F401  (the package logger gets its NullHandler)
 from ._errors import ServiceError
 from ._fs import DEFAULT_MAX_READ_BYTES, DEFAULT_MAX_WRITE_BYTES, LocalFileSystem
 from ._roots import SPECIAL_TREES, SessionLike
-from ._terminals import DEFAULT_OUTPUT_BYTE_LIMIT, MAX_OUTPUT_BYTE_LIMIT, LocalTerminals, Terminal
+from ._terminal import Terminal
+from ._terminals import DEFAULT_OUTPUT_BYTE_LIMIT, MAX_OUTPUT_BYTE_LIMIT, LocalTerminals
 
 if typing.TYPE_CHECKING:
     from ..driver import FileSystemService, TerminalService
