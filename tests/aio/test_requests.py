@@ -270,6 +270,17 @@ async def test_a_run_of_notifications_is_one_call_and_ends_at_any_other_message(
     await conn.aclose()
 
 
+async def test_runs_of_two_methods_interleaved_stay_apart_and_in_order() -> None:
+    conn, _wire = await connected()
+    log: list[Any] = []
+    conn.on_notification_run("u", lambda run: log.append(("u", [n for (n,) in run])))
+    conn.on_notification_run("v", lambda run: log.append(("v", [n for (n,) in run])))
+    conn.feed_messages([note("u", 1), note("u", 2), note("v", 3), note("u", 4), note("v", 5), note("v", 6)])
+    # A notification of the other method ends a run: each run is one method's, in message order.
+    assert log == [("u", [1, 2]), ("v", [3]), ("u", [4]), ("v", [5, 6])]
+    await conn.aclose()
+
+
 async def test_a_failing_run_handler_is_logged_and_the_next_run_still_handled(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -14,6 +14,7 @@ from acp_driver.core import (
     Endpoint,
     ErrorResponse,
     Notification,
+    NotificationRun,
     ProtocolViolation,
     Request,
     Response,
@@ -192,6 +193,39 @@ def test_notifications_are_never_answered() -> None:
         b'{"jsonrpc":"2.0","method":"$/whatever"}\n'
     )
     assert conn.data_to_send() == b""
+
+
+def test_a_run_method_comes_as_one_event_per_run_in_the_order_read() -> None:
+    conn = Endpoint()
+    conn.run_methods = frozenset({"u", "v"})
+    rid = conn.send_request("prompt", {})
+    conn.data_to_send()
+    events = conn.receive_data(
+        b'{"jsonrpc":"2.0","method":"u","params":{"n":1}}\n'
+        b'{"jsonrpc":"2.0","method":"u","params":{"n":2}}\n'
+        b'{"jsonrpc":"2.0","method":"other"}\n'
+        b'{"jsonrpc":"2.0","method":"u","params":{"n":3}}\n'
+        b'{"jsonrpc":"2.0","method":"v","params":{"n":4}}\n'
+        b'{"jsonrpc":"2.0","method":"u"}\n'
+        b'{"jsonrpc":"2.0","id":%d,"result":{}}\n'
+        b'{"jsonrpc":"2.0","method":"u","params":{"n":5}}\n'
+        b'{"jsonrpc":"2.0","method":"u","params":{"n":6}}\n'
+        b'[{"jsonrpc":"2.0","method":"u","params":{"n":7}},{"jsonrpc":"2.0","method":"u","params":{"n":8}}]\n'
+        b'{"jsonrpc":"2.0","method":"u","jsonrpc-typo":1}\n' % rid
+    )
+    # Any other message ends a run (its event comes between); a batch's items make their own.
+    assert events[:8] == [
+        NotificationRun("u", [{"n": 1}, {"n": 2}]),
+        Notification("other"),
+        NotificationRun("u", [{"n": 3}]),
+        NotificationRun("v", [{"n": 4}]),
+        NotificationRun("u", [None]),
+        Response(rid, {}),
+        NotificationRun("u", [{"n": 5}, {"n": 6}]),
+        NotificationRun("u", [{"n": 7}, {"n": 8}]),
+    ]
+    assert events[8:] == [NotificationRun("u", [None])]
+    assert conn.data_to_send() == b""  # never answered
 
 
 def test_batch_of_requests_is_answered_as_one_array_when_all_are_answered() -> None:

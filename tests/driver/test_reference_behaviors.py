@@ -573,3 +573,22 @@ async def test_failing_ladder_step_callback_does_not_stop_the_ladder(tmp_path: P
         finally:
             await close_and_check(agent)
         assert outcome.resolution is Resolution.KILLED
+
+
+async def test_unread_updates_show_without_being_read_and_read_as_the_views_listeners_saw(
+    tmp_path: Path,
+) -> None:
+    async with asyncio.timeout(60), running(reference("polite")) as agent:
+        session = await agent.new_session(str(tmp_path))
+        heard: list[Any] = []
+        session.listeners.append(heard.append)
+        turn = session.prompt("/stream 5 0")
+        result = await turn  # ended: its updates wait, unread
+        assert result.stop_reason == "end_turn"
+        unread = turn.unread
+        assert len(unread) == 5
+        assert all(type(u) is AgentMessageChunk for u in unread)
+        assert turn.unread == unread  # showing them does not read them
+        read = [update async for update in turn]
+        assert read == unread == heard  # each read as the view its listener was given
+        assert turn.unread == []

@@ -81,7 +81,7 @@ async def test_held_prompts_are_turns_of_their_own_in_order(tmp_path: Path) -> N
         for turn in (first, second, third):
             result = await turn
             assert result.stop_reason == "end_turn"
-            texts.append("".join(getattr(u, "text", "") for u in turn._buffer if u.topic is Topic.AGENT_TEXT))
+            texts.append("".join(getattr(u, "text", "") for u in turn.unread if u.topic is Topic.AGENT_TEXT))
         assert texts == ["chunk 1/3\nchunk 2/3\nchunk 3/3\n", "two\n", "three\n"]
         assert len({t.message_id for t in (first, second, third)}) == 3
         assert session.turns == []
@@ -478,7 +478,7 @@ async def test_an_agent_that_answers_a_v2_prompt_the_v1_way_is_spoken_to_in_v1(
             turn = session.prompt("hi")
             async with asyncio.timeout(10):
                 result = await turn
-            texts = [u.raw["content"]["text"] for u in turn._buffer if u.kind == "agent_message_chunk"]
+            texts = [u.raw["content"]["text"] for u in turn.unread if u.kind == "agent_message_chunk"]
             assert (result.stop_reason, result.resolution) == ("end_turn", Resolution.COMPLETED)
             assert texts == ["chunk 1\n", "chunk 2\n", "chunk 3\n"]
             assert agent.protocol_version == 1

@@ -117,7 +117,7 @@ async def test_permission_pending_when_the_turn_is_cancelled(
         assert result.stop_reason == "cancelled"
         answers = [m for m in wire.out if "result" in m and isinstance(m["result"], dict)]
         assert {"outcome": {"outcome": "cancelled"}} in [a["result"] for a in answers]
-        texts = [u.text for u in turn.late_updates + list(turn._buffer) if isinstance(u, AgentMessageChunk)]
+        texts = [u.text for u in turn.late_updates + list(turn.unread) if isinstance(u, AgentMessageChunk)]
         assert "permission outcome: cancelled" in texts
     if profile == "http":
         # The RFD: a permission answer is a session-scoped POST (Acp-Session-Id).

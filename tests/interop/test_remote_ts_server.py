@@ -211,7 +211,7 @@ async def test_permission_pending_when_the_turn_is_cancelled(
         assert result.stop_reason == "cancelled"
         answers = [m for m in wire.out if "result" in m and isinstance(m["result"], dict)]
         assert {"outcome": {"outcome": "cancelled"}} in [a["result"] for a in answers]
-        updates = turn.late_updates + list(turn._buffer)
+        updates = turn.late_updates + list(turn.unread)
         texts = [u.text for u in updates if isinstance(u, AgentMessageChunk)]
         assert "permission outcome: cancelled" in texts
         (call,) = [u for u in updates if isinstance(u, ToolCall)]

@@ -110,10 +110,18 @@ MUTATIONS = [
     Mutation(
         "run-ends-before-answer",
         "a run of updates is handled before the message that ends it (the prompt's answer fences the turn)",
-        "aio/_connection.py",
-        "            if run is not None:\n                self._handle_run(run_method, run)  # before the message that ends the run\n                run = None\n            if type(event) is Response:\n",
-        "            if type(event) is Response:\n",
+        "core/_receiving.py",
+        "if run is not None and run.method == method and events[-1] is run:",
+        "if run is not None and run.method == method:",
         ("tests/aio", "tests/driver"),
+    ),
+    Mutation(
+        "run-is-one-method",
+        "a run holds the notifications of one method: another method's notification starts its own",
+        "core/_receiving.py",
+        "if run is not None and run.method == method and events[-1] is run:",
+        "if run is not None and events[-1] is run:",
+        ("tests/aio", "tests/core"),
     ),
     Mutation(
         "run-handler-failure-contained",

@@ -43,25 +43,34 @@ MUTATIONS = [
         "fast-notification-no-answer",
         "JSON-RPC: a notification is never answered (the receive loop's notification fast path)",
         "core/_receiving.py",
-        "                    event = Notification(method, params)\n",
-        "                    self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', None, None)\n"
-        "                    event = Notification(method, params)\n",
+        "                        event = Notification(method, params)\n",
+        "                        self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', None, None)\n"
+        "                        event = Notification(method, params)\n",
+        ("tests/core", "tests/aio"),
+    ),
+    Mutation(
+        "fast-notification-run-no-answer",
+        "JSON-RPC: a notification is never answered (a run's first notification)",
+        "core/_receiving.py",
+        "                        event = run = NotificationRun(method, [params])\n",
+        "                        self._reply_error(None, ErrorCode.INVALID_REQUEST, 'x', None, None)\n"
+        "                        event = run = NotificationRun(method, [params])\n",
         ("tests/core", "tests/aio"),
     ),
     Mutation(
         "fast-notification-jsonrpc",
         "a notification without jsonrpc 2.0 is invalid (the fast path leaves it to the checks)",
         "core/_receiving.py",
-        '                    and message.get("jsonrpc") == "2.0"\n                    and method != CANCEL_REQUEST_METHOD\n',
-        "                    and method != CANCEL_REQUEST_METHOD\n",
+        '                if message.get("jsonrpc") == "2.0" and (\n',
+        "                if (\n",
         ("tests/core", "tests/aio"),
     ),
     Mutation(
         "fast-notification-cancel-request",
         "$/cancel_request is not a plain notification (the fast path leaves it to the cancel checks)",
         "core/_receiving.py",
-        "                    and method != CANCEL_REQUEST_METHOD\n",
-        "",
+        "                    if type(method) is not str or method == CANCEL_REQUEST_METHOD:\n",
+        "                    if type(method) is not str:\n",
         ("tests/core", "tests/aio"),
     ),
     Mutation(

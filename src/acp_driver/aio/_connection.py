@@ -34,6 +34,7 @@ from ..core import (
     Endpoint,
     ErrorResponse,
     Notification,
+    NotificationRun,
     ProtocolViolation,
     Quiet,
     Received,
@@ -217,26 +218,14 @@ class Connection(Serving, Requesting):
         dispatch = self._dispatch
         waiters = self._waiters
         notifications = self._notifications
-        runs = self._notification_runs
-        run: list[Any] | None = None  # params of consecutive notifications handled as a run
-        run_method = ""
         for event in self._core.receive_messages(messages):
             # Notifications and results are handled here, the rest through ``dispatch``: one
             # place for each, and no call per message on the hot paths.
+            if type(event) is NotificationRun:
+                self._handle_run(event.method, event.params)
+                continue
             if type(event) is Notification:
                 method = event.method
-                if method in runs:
-                    if run is not None:
-                        if method == run_method:
-                            run.append(event.params)
-                            continue
-                        self._handle_run(run_method, run)
-                    run = [event.params]
-                    run_method = method
-                    continue
-                if run is not None:
-                    self._handle_run(run_method, run)  # before the message that ends the run
-                    run = None
                 handler = notifications.get(method)
                 if handler is None:
                     logger.debug("%s: ignoring notification %s", self.name, method)
@@ -249,9 +238,6 @@ class Connection(Serving, Requesting):
                 if outcome is not None and inspect.isawaitable(outcome):
                     self._spawn(outcome, f"notification {method}")
                 continue
-            if run is not None:
-                self._handle_run(run_method, run)  # before the message that ends the run
-                run = None
             if type(event) is Response:
                 # ``_answer_future``, inlined for a result: the call costs ~0.6 % of a request's
                 # instructions (host only, 1000 concurrent, ``benchmarks/instructions.py``),
@@ -265,8 +251,6 @@ class Connection(Serving, Requesting):
                     fut.set_result(event.result)
             else:
                 dispatch[type(event)](event)
-        if run is not None:
-            self._handle_run(run_method, run)
         if self._core.has_data_to_send:
             self._outbox.schedule()
 

@@ -100,6 +100,7 @@ class Serving:
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
         """Handle the notification ``method``. Unknown notifications are ignored (debug log)."""
         self._notification_runs.pop(method, None)
+        self._core.run_methods = frozenset(self._notification_runs)
         self._notifications[method] = handler
 
     def on_notification_run(self, method: str, handler: Callable[[list[Any]], None]) -> None:
@@ -112,6 +113,7 @@ class Serving:
         """
         self._notifications.pop(method, None)
         self._notification_runs[method] = handler
+        self._core.run_methods = frozenset(self._notification_runs)
 
     def on_unknown_request(self, handler: Callable[[str, Any], Awaitable[Any]] | None) -> None:
         """Serve methods with no handler (``handler(method, params)``); by default they get -32601."""

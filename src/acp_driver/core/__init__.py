@@ -44,6 +44,7 @@ __all__, __getattr__, __dir__ = _lazy_exports(
             "Event",
             "Ignored",
             "Notification",
+            "NotificationRun",
             "ProtocolViolation",
             "Quiet",
             "Request",
@@ -148,6 +149,7 @@ if typing.TYPE_CHECKING:
     from ._events import Event as Event
     from ._events import Ignored as Ignored
     from ._events import Notification as Notification
+    from ._events import NotificationRun as NotificationRun
     from ._events import ProtocolViolation as ProtocolViolation
     from ._events import Quiet as Quiet
     from ._events import Request as Request

@@ -78,6 +78,9 @@ class Endpoint(Receiving):
         """Error replies to malformed input since the last valid message."""
         self.heard_valid = False
         """A valid message (request, notification, answer to one of ours) was received."""
+        self.run_methods: frozenset[str] = frozenset()
+        """Notifications taken a run at a time: consecutive ones of such a method come as one
+        ``NotificationRun`` event (a stream's updates), the others as a ``Notification`` each."""
 
     # ------------------------------------------------------------------ output buffer
 

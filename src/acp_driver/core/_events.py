@@ -36,6 +36,16 @@ class Notification:
 
 
 @dataclass(slots=True)
+class NotificationRun:
+    """Consecutive notifications of one method, in the order read, for a method the receiver
+    takes a run at a time (``Endpoint.run_methods``): one event for a stream's run instead of a
+    ``Notification`` each. A run ends at any other message, whose event comes after it."""
+
+    method: str
+    params: list[Any]
+
+
+@dataclass(slots=True)
 class CancelRequest:
     """The peer sent ``$/cancel_request`` for its request ``id``, still in flight here."""
 
@@ -129,7 +139,15 @@ class EndOfInput:
 
 
 Event = (
-    Request | Notification | CancelRequest | Response | ErrorResponse | Quiet | ProtocolViolation | EndOfInput
+    Request
+    | Notification
+    | NotificationRun
+    | CancelRequest
+    | Response
+    | ErrorResponse
+    | Quiet
+    | ProtocolViolation
+    | EndOfInput
 )
 
 

@@ -49,6 +49,7 @@ from ._events import (
     Event,
     Ignored,
     Notification,
+    NotificationRun,
     ProtocolViolation,
     Quiet,
     Request,
@@ -121,6 +122,7 @@ class Receiving:
     max_error_replies: int
     _garbage_run: int
     heard_valid: bool
+    run_methods: frozenset[str]
 
     if TYPE_CHECKING:  # the sending half (``Endpoint``)
 
@@ -159,6 +161,8 @@ class Receiving:
         a batch. The two common valid cases are taken here (see the module docstring)."""
         close_if_open = self.outgoing.close_if_open
         tracer = self._tracer
+        run_methods = self.run_methods
+        run: NotificationRun | None = None
         for item in items:
             if batch is not None:
                 message = item
@@ -205,13 +209,22 @@ class Receiving:
                 # A notification: valid, and not $/cancel_request, it is an event here.
                 method = message["method"]
                 params = message.get("params")
-                if (
-                    type(method) is str
-                    and (type(params) is dict or params is None or type(params) is list)
-                    and message.get("jsonrpc") == "2.0"
-                    and method != CANCEL_REQUEST_METHOD
+                if message.get("jsonrpc") == "2.0" and (
+                    type(params) is dict or params is None or type(params) is list
                 ):
-                    event = Notification(method, params)
+                    if run is not None and run.method == method and events[-1] is run:
+                        # The run goes on (a run's method is a string, never $/cancel_request):
+                        # nothing came between (every message leaves an event), so the garbage
+                        # count was reset by its first message.
+                        run.params.append(params)
+                        continue
+                    if type(method) is not str or method == CANCEL_REQUEST_METHOD:
+                        self._receive_call(message, events, batch)
+                        continue
+                    if method in run_methods:
+                        event = run = NotificationRun(method, [params])
+                    else:
+                        event = Notification(method, params)
                 else:
                     self._receive_call(message, events, batch)
                     continue

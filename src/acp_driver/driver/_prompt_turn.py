@@ -55,7 +55,7 @@ from ..core import (
 from ._results import CancelOutcome, ToolCallState, TurnResult, outcome_from_ladder
 from ._updates import ToolCall as ToolCallView
 from ._updates import ToolCallUpdate as ToolCallUpdateView
-from ._updates import Update
+from ._updates import Update, make_update
 
 if TYPE_CHECKING:
     from ._session import SessionHandle
@@ -98,7 +98,10 @@ class PromptTurn:
         )
         self._ending: tuple[str | None, RpcError | None] | None = None
         """What the observation being fed says the turn ended with (None: a tick)."""
-        self._buffer: collections.deque[Update] = collections.deque()
+        self._buffer: collections.deque[dict[str, Any]] = collections.deque()
+        """The turn's updates not read yet, as the agent sent them: each becomes its typed view
+        when read, so a stream waiting here is plain data (no object per update for the
+        garbage collector to scan)."""
         self._waiter: asyncio.Future[None] | None = None
         self._done = asyncio.Event()
         self.incoming: dict[Any, tuple[str, asyncio.Task[Any]]] = {}
@@ -134,10 +137,15 @@ class PromptTurn:
     def __aiter__(self) -> AsyncIterator[Update]:
         return self
 
+    @property
+    def unread(self) -> list[Update]:
+        """The updates received and not read yet, oldest first (reading them does not consume)."""
+        return [make_update(self.session.id, raw) for raw in self._buffer]
+
     async def __anext__(self) -> Update:
         while True:
             if self._buffer:
-                return self._buffer.popleft()
+                return make_update(self.session.id, self._buffer.popleft())
             if self.result is not None:
                 raise StopAsyncIteration
             self._waiter = asyncio.get_running_loop().create_future()
@@ -156,9 +164,13 @@ class PromptTurn:
         return self.result
 
     def _wake(self) -> None:
+        """The reader waiting for an update (if any) runs: woken once, so the updates after this
+        one find no one waiting until it reads them all and waits again."""
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     # ------------------------------------------------------------------ updates in
 
@@ -171,10 +183,8 @@ class PromptTurn:
         elif kind == "plan":
             entries = update.raw.get("entries")
             self.plan = entries if isinstance(entries, list) else []
-        self._buffer.append(update)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)  # _wake, inlined
+        self._buffer.append(update.raw)
+        self._wake()
 
     def _track_tool_call(self, update: ToolCallView | ToolCallUpdateView) -> None:
         tid = update.tool_call_id

@@ -24,7 +24,6 @@ from ..aio import current_request
 from ..core import RequestCancelledError, RpcError, worth_logging
 from ._permissions import CANCELLED_OUTCOME, PermissionRequest, validate_outcome
 from ._prompt_turn import PromptTurn
-from ._updates import UPDATE_TYPES, UnknownUpdate, Update, make_update
 
 if TYPE_CHECKING:
     from ._agent import AgentHandle
@@ -76,10 +75,11 @@ class AgentRequests:
 
     def on_updates(self, run: list[Any]) -> None:
         """The params of consecutive ``session/update`` notifications (one read's run), in order:
-        each becomes a typed view, delivered to its session (consecutive ones of a session at once)."""
+        each update object goes to its session (consecutive ones of a session at once)."""
         sessions = self.agent.sessions
         target: SessionHandle | None = None
-        updates: list[Update] = []
+        target_id: str | None = None
+        raws: list[dict[str, Any]] = []
         for params in run:
             if type(params) is dict:
                 sid = params.get("sessionId")
@@ -89,24 +89,24 @@ class AgentRequests:
             if type(sid) is not str or type(raw) is not dict:
                 self._malformed(params)
                 continue
-            session = sessions.get(sid)
-            if session is None:
-                # Possibly sent before the session/new response that tells us the id: keep a few.
-                pending = self.unknown_updates.setdefault(sid, [])
-                if len(pending) < UNKNOWN_SESSION_BUFFER and len(self.unknown_updates) < UNKNOWN_SESSIONS:
-                    pending.append(raw)
-                continue
-            if session is not target:
-                if updates:
+            if sid != target_id:
+                session = sessions.get(sid)
+                if session is None:
+                    # Possibly sent before the session/new response that tells us the id: keep a few.
+                    pending = self.unknown_updates.setdefault(sid, [])
+                    if len(pending) < UNKNOWN_SESSION_BUFFER and len(self.unknown_updates) < UNKNOWN_SESSIONS:
+                        pending.append(raw)
+                    continue
+                if raws:
                     assert target is not None
-                    target.deliver_all(updates)
-                    updates = []
+                    target.deliver_all(raws)
+                    raws = []
                 target = session
-            # make_update, inlined (the hot path of an update stream).
-            updates.append(UPDATE_TYPES.get(raw.get("sessionUpdate"), UnknownUpdate)(sid, raw))  # type: ignore[arg-type]
-        if updates:
+                target_id = sid
+            raws.append(raw)
+        if raws:
             assert target is not None
-            target.deliver_all(updates)
+            target.deliver_all(raws)
 
     def _malformed(self, params: Any) -> None:
         self.malformed_updates += 1
@@ -120,8 +120,7 @@ class AgentRequests:
 
     def replay_unknown(self, session: SessionHandle) -> None:
         """Deliver the updates that named ``session`` before we knew it."""
-        for raw in self.unknown_updates.pop(session.id, []):
-            session.deliver(make_update(session.id, raw))
+        session.deliver_all(self.unknown_updates.pop(session.id, []))
 
     # ------------------------------------------------------------------ requests
 

@@ -27,7 +27,7 @@ from .. import protocol as p
 from ..core import AcpError, ProtocolProfile, SessionLifecycle, lifecycle_for, worth_logging
 from ._prompt_turn import PromptTurn
 from ._results import CancelOutcome
-from ._updates import AgentMessageChunk, Update
+from ._updates import Update, make_update
 
 if TYPE_CHECKING:
     from ._agent import AgentHandle
@@ -194,28 +194,45 @@ class SessionHandle:
 
     def deliver(self, update: Update) -> None:
         """An update for this session: to the listeners, then to its turn (see the module docstring)."""
-        self.deliver_all((update,))
+        self.deliver_all((update.raw,))
 
-    def deliver_all(self, updates: Sequence[Update]) -> None:
-        """Updates for this session, in order, each as ``deliver`` (one call for a read's run)."""
+    def deliver_all(self, raws: Sequence[dict[str, Any]]) -> None:
+        """This session's ``update`` objects, in order, each as ``deliver`` (one call for a read's
+        run). A text chunk for a turn goes to it as it came (its typed view is made when read)."""
         life = self.life
         turn_kinds = life.profile.turn_updates
         listeners = self.listeners
         loading = life.resuming = self.loading
-        for update in updates:
-            for listener in listeners:
-                try:
-                    listener(update)
-                except Exception:
-                    logger.exception("session listener failed")
-            raw = update.raw
-            kind = update.kind
+        sid = self.id
+        for raw in raws:
+            kind = raw.get("sessionUpdate")
+            update: Update | None = None
+            if listeners:
+                update = make_update(sid, raw)
+                for listener in listeners:
+                    try:
+                        listener(update)
+                    except Exception:
+                        logger.exception("session listener failed")
             owner = life.route(raw, kind)
             effects = life.effects
-            if effects is not None:
+            if effects is None:
+                if owner is not None and kind == "agent_message_chunk" and not loading:
+                    # The update a stream is made of, to its turn: ``PromptTurn.accept``
+                    # inlined (a text chunk has no tool call, plan or capability to track).
+                    owner._buffer.append(raw)
+                    waiter = owner._waiter
+                    if waiter is not None:  # _wake, inlined
+                        owner._waiter = None
+                        if not waiter.done():
+                            waiter.set_result(None)
+                    continue
+            else:
                 life.effects = None
                 for step in effects.inserted:
                     step.key.decided(step)
+            if update is None:
+                update = make_update(sid, raw)
             if kind in turn_kinds:
                 if "capabilities" in raw:
                     self._cancellable(raw)
@@ -223,12 +240,6 @@ class SessionHandle:
                     self.session_updates.append(update)  # the history a load or a resume replays
                 elif owner is None:
                     self._stray(update)
-                elif type(update) is AgentMessageChunk:
-                    # PromptTurn.accept, inlined for the update a stream is made of (no state to track).
-                    owner._buffer.append(update)
-                    waiter = owner._waiter
-                    if waiter is not None and not waiter.done():
-                        waiter.set_result(None)
                 else:
                     owner.accept(update)
             else:  # about the session (or unknown): valid any time
