@@ -61,7 +61,9 @@ from .installs import (
 )
 from .sdk_peers import not_run
 
-pytestmark = pytest.mark.interop
+# The first test of each agent installs it (about 30 s from a clean cache, after any other
+# peer's install holding the cache's lock): more than the suite's 120 s may be needed.
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
 LIMIT = 60  # seconds: a bound on each test, never a timing assertion
 MODEL = "fake-model"
