@@ -20,7 +20,8 @@ them by v2's rules. Checked here, each agent in turn:
   (``session/cancel``), no further rung taken: fast-agent stops an endless stream and answers
   ``cancelled`` (and its next turn gets its own words only); gptme 0.35.1 does not stop a turn
   on ``session/cancel`` (its model call runs on in a thread), so its model's stream ends once
-  the cancel went out and gptme answers ``end_turn``: the turn ends then (``completed``);
+  the cancel went out and gptme answers ``end_turn``: the turn ends then (``completed``); against
+  an endless stream the ladder goes on to SIGTERM, which ends the turn (``killed``);
 - SIGINT to ``acp-driver run`` while the turn streams: the same, from the CLI (exit 130, no
   ``$/cancel_request`` nor SIGTERM);
 - ``acp-driver check`` judges it by v1's rules: ``protocolVersion`` 1, exactly the v1 rules'
@@ -50,6 +51,8 @@ from acp_driver.cli._check_catalog import catalog
 from acp_driver.core import ECHO_NOTE
 from acp_driver.driver import AgentMessageChunk, Resolution, launch
 
+from ..remote.serving import processes_running
+from ..waiting import eventually
 from .fake_openai_chat import Endless, FakeChatCompletions, Request, Step, Until, Words
 from .installs import (
     FAST_AGENT_DIST,
@@ -196,12 +199,14 @@ async def test_launch_cancels_a_streaming_turn(
         if direction == "out" and b'"session/cancel"' in message:
             cancel_sent.set()
 
+    marker = echoer.argv[0].encode()  # in the agent's command line, and its supervisor's
     async with asyncio.timeout(LIMIT):
         agent = await launch(echoer.argv, env=echoer.env, cwd=tmp_path, tracer=tracer)
         async with agent:
             assert agent.info.get("name") == echoer.name, agent.info
             assert agent.protocol_version == 1
             assert agent.negotiation_note == ECHO_NOTE
+            assert processes_running(marker), "the agent is not running"
             session = await agent.new_session(tmp_path)
             # Cancelled while streaming, after three words shown.
             model.script.append(busy_step(echoer, cancel_sent))
@@ -215,20 +220,32 @@ async def test_launch_cancels_a_streaming_turn(
             outcome = await turn.cancel()
             # Resolved by the agent's v1 answer, at the ladder's first rung.
             assert outcome.steps == ("session_cancel",), outcome
-            if not echoer.honours_cancel:
+            if echoer.honours_cancel:
+                assert outcome.resolution is Resolution.CANCELLED, outcome
+                assert (await turn).stop_reason == "cancelled"
+                # The next turn gets its own words only: nothing of the cancelled stream.
+                model.script.append(Words("next", 2))
+                turn = session.prompt("say two words")
+                texts = [u.text async for u in turn if isinstance(u, AgentMessageChunk)]
+                assert (await turn).stop_reason == "end_turn"
+                assert words_in(texts, "next") == ["next0", "next1"], texts
+                assert words_in(texts, "busy") == [], texts
+            else:
                 # gptme's answer once its model call ended: end_turn, the cancel ignored.
                 assert outcome.resolution is Resolution.COMPLETED, outcome
                 assert (await turn).stop_reason == "end_turn"
-                return  # its session/cancel also forgot the session: its next prompt is refused
-            assert outcome.resolution is Resolution.CANCELLED, outcome
-            assert (await turn).stop_reason == "cancelled"
-            # The next turn gets its own words only: nothing of the cancelled stream.
-            model.script.append(Words("next", 2))
-            turn = session.prompt("say two words")
-            texts = [u.text async for u in turn if isinstance(u, AgentMessageChunk)]
-            assert (await turn).stop_reason == "end_turn"
-            assert words_in(texts, "next") == ["next0", "next1"], texts
-            assert words_in(texts, "busy") == [], texts
+                # Its cancel also forgot the session. On a new one, a turn whose model streams
+                # without end is ended by the ladder: SIGTERM, the rung after $/cancel_request.
+                session = await agent.new_session(tmp_path)
+                model.script.append(Endless("more"))
+                turn = session.prompt("talk forever")
+                async for update in turn:
+                    if isinstance(update, AgentMessageChunk) and words_in([update.text], "more"):
+                        break
+                outcome = await turn.cancel()
+                assert outcome.resolution is Resolution.KILLED, outcome
+                assert outcome.steps == ("session_cancel", "cancel_request", "terminate"), outcome
+    await eventually(lambda: not processes_running(marker), f"no process of {echoer.name} left")
 
 
 async def test_sigint_to_run_ends_the_turn_at_the_first_rung(
