@@ -2,8 +2,9 @@
 peer in a subprocess, talking to our ``acp_driver.aio.Connection`` over real OS pipes; and the
 official SDKs at pinned versions (Python 0.12.1 and 1.0.0rc3, TypeScript 2.4.0), installed by
 the test setup into ``<repo>/.cache/interop/`` (fixture ``sdk``, see below); their ACP v2
-(``acp.experimental.v2``, ``…/experimental/v2``) peer scripts (fixture ``v2_sdk``); and two real
-agents installed the same way, codex-acp and claude-agent-acp.
+(``acp.experimental.v2``, ``…/experimental/v2``) peer scripts (fixture ``v2_sdk``); and real
+agents installed the same way: codex-acp and claude-agent-acp (npm), fast-agent and gptme (PyPI,
+each in its own venv; ``test_echoing_agents.py``).
 
 Without the SDK (or with one older than ``SDK_MIN``) every test here is SKIPPED with the reason
 in pytest's summary (``-ra``), and so is every test whose peer cannot be installed; set

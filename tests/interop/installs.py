@@ -3,7 +3,8 @@ agents, in a cache folder.
 
 ``<repo>/.cache/interop/`` (git-ignored; ``ACP_INTEROP_CACHE`` overrides it) holds one venv per
 Python SDK version (``python -m venv`` + pip) and one npm folder for the TypeScript SDK and
-``ws`` (run with the machine's ``node``), and one per real agent. Each is reused when the installed
+``ws`` (run with the machine's ``node``), and one per real agent (an npm folder, or a venv for
+one published on PyPI). Each is reused when the installed
 version matches the pin, and installed at most once per test session (under a file lock, so
 parallel sessions do not race). What cannot be installed raises ``InstallError``; the fixtures
 (``conftest.py``, ``sdk_peers.py``) make that a SKIP with the reason -- or a FAIL with
@@ -46,6 +47,18 @@ CLAUDE_AGENT_ACP_VERSION = "0.101.0"
 """A real agent serving ACP v1 and v2 on one binary (``CLAUDE_AGENT_ACP_PROTOCOL=auto|v1|v2``):
 the Claude Agent SDK behind the TypeScript SDK's v2 API; the Claude Code binary comes in the
 platform's optional npm package. Its manifest asks for Node 22; it runs on Node 20.3+."""
+FAST_AGENT_DIST = "fast-agent-acp"
+FAST_AGENT_VERSION = "0.10.48"
+"""A real agent on PyPI (``fast-agent-mcp``, the fast-agent framework, behind the official Python
+SDK), started as ``fast-agent acp`` (this release's own ``fast-agent-acp`` launcher imports a
+module the wheel does not ship). It answers ``initialize`` with the client's ``protocolVersion``
+while speaking v1. Needs Python 3.12+."""
+FAST_AGENT_PYTHON = ((3, 12), (3, 16))
+"""The Python versions fast-agent-acp accepts: at least the first, below the second."""
+GPTME_DIST = "gptme-acp"
+GPTME_VERSION = "0.35.1"
+"""A real agent on PyPI (gptme's ACP adapter, on the official Python SDK 0.12.1), started as
+``gptme-acp``; it too echoes the client's ``protocolVersion`` while speaking v1."""
 NODE_MIN = (20, 3)  # the TS peers use AbortSignal.any
 INSTALL_TIMEOUT = 150.0
 
@@ -73,6 +86,13 @@ class NpmAgent:
 
 
 @dataclass(frozen=True)
+class PythonAgent:
+    version: str
+    bin: Path
+    """The agent's venv's scripts folder: its entry points are there."""
+
+
+@dataclass(frozen=True)
 class TypeScriptSdk:
     version: str
     node: Path
@@ -82,6 +102,30 @@ class TypeScriptSdk:
 
 def tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _python_in(lowest: tuple[int, int], above: tuple[int, int]) -> Path:
+    """A Python interpreter of this machine whose version is at least ``lowest`` and below
+    ``above``: this one, a ``python3.N`` on PATH, or one that pyenv installed."""
+    candidates = [sys.executable]
+    candidates += [
+        on_path for n in range(above[1] - 1, lowest[1] - 1, -1) if (on_path := shutil.which(f"python3.{n}"))
+    ]
+    pyenv = shutil.which("pyenv")
+    if pyenv is not None:
+        with contextlib.suppress(InstallError):
+            root = Path(_run_install([pyenv, "root"], "pyenv root").strip())
+            candidates += [str(p) for p in sorted(root.glob("versions/*/bin/python3"), reverse=True)]
+    tried: list[str] = []
+    for candidate in candidates:
+        with contextlib.suppress(InstallError, ValueError):
+            said = _run_install([candidate, "-c", "import sys; print(*sys.version_info[:2])"], "probe")
+            version = tuple(int(part) for part in said.split())
+            if lowest <= version < above:
+                return Path(candidate)
+            tried.append(f"{candidate} ({'.'.join(map(str, version))})")
+    want = f"Python >= {'.'.join(map(str, lowest))}, < {'.'.join(map(str, above))}"
+    raise InstallError(f"no {want} found (tried: {', '.join(tried) or 'none that runs'})")
 
 
 def _run_install(argv: list[str], what: str, cwd: Path | None = None) -> str:
@@ -111,7 +155,7 @@ class PeerInstaller:
 
     def __init__(self, cache: Path) -> None:
         self.cache = cache
-        self._done: dict[str, PythonSdk | TypeScriptSdk | NpmAgent | InstallError] = {}
+        self._done: dict[str, PythonSdk | TypeScriptSdk | NpmAgent | PythonAgent | InstallError] = {}
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -123,7 +167,9 @@ class PeerInstaller:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _once(self, key: str, install: Callable[[], PythonSdk | TypeScriptSdk | NpmAgent]) -> Any:
+    def _once(
+        self, key: str, install: Callable[[], PythonSdk | TypeScriptSdk | NpmAgent | PythonAgent]
+    ) -> Any:
         if key not in self._done:
             try:
                 with self._locked():
@@ -165,6 +211,54 @@ class PeerInstaller:
                 Path("dist", "index.js"),
             ),
         )
+
+    def fast_agent(self) -> PythonAgent:
+        """``fast-agent-acp==FAST_AGENT_VERSION`` in its own venv, on a Python it accepts."""
+        return self._once(  # type: ignore[no-any-return]
+            "fast-agent",
+            lambda: self._install_python_agent(
+                FAST_AGENT_DIST, FAST_AGENT_VERSION, "fast-agent", _python_in(*FAST_AGENT_PYTHON)
+            ),
+        )
+
+    def gptme(self) -> PythonAgent:
+        """``gptme-acp==GPTME_VERSION`` in its own venv."""
+        return self._once(  # type: ignore[no-any-return]
+            "gptme",
+            lambda: self._install_python_agent(GPTME_DIST, GPTME_VERSION, "gptme", Path(sys.executable)),
+        )
+
+    def _install_python_agent(self, dist: str, version: str, folder_name: str, base: Path) -> PythonAgent:
+        """An agent published on PyPI, installed alone in the venv ``<cache>/<folder_name>-<version>/``
+        made with the interpreter ``base``."""
+        venv = self.cache / f"{folder_name}-{version}"
+        scripts = venv / ("Scripts" if os.name == "nt" else "bin")
+        python = scripts / ("python.exe" if os.name == "nt" else "python")
+        probe = [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"]
+        if python.exists():
+            with contextlib.suppress(InstallError):
+                if _run_install(probe, "probe").strip() == version:
+                    return PythonAgent(version, scripts)
+            shutil.rmtree(venv)
+        requirement = f"{dist}=={version}"
+        _run_install([str(base), "-m", "venv", str(venv)], f"{base} -m venv {venv}")
+        _run_install(
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "-q",
+                requirement,
+            ],
+            f"pip install {requirement}",
+        )
+        installed = _run_install(probe, f"checking {requirement}").strip()
+        if installed != version:
+            raise InstallError(f"pip installed {dist} {installed}, not {version}")
+        return PythonAgent(version, scripts)
 
     def _install_npm_agent(self, name: str, version: str, folder_name: str, launcher_path: Path) -> NpmAgent:
         """An agent published on npm, installed alone in ``<cache>/<folder_name>-<version>/``;
