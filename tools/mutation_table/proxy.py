@@ -19,7 +19,7 @@ MUTATIONS = [
     Mutation(
         "proxy-v1-end-turn-after-cancel-is-cancelled",
         "proxy: a v1 turn the agent ends end_turn after the cancel ends cancelled for the editor",
-        "proxy/_endings.py",
+        "core/_endings.py",
         '            return Observation(Seen.ANSWERED, stop_reason=reason), {**message, "result": fixed}\n',
         "            return Observation(Seen.ANSWERED, stop_reason=reason), None\n",
         (f"{CANCEL}::test_the_editors_cancel_lands_within_the_budget[v1-end-turn-on-cancel]",),
@@ -27,7 +27,7 @@ MUTATIONS = [
     Mutation(
         "proxy-v1-error-after-cancel-is-cancelled",
         "proxy: a v1 turn the agent ends with an error after the cancel ends cancelled for the editor",
-        "proxy/_endings.py",
+        "core/_endings.py",
         '        return observation, {"jsonrpc": "2.0", "id": message.get("id"), "result": {"stopReason": "cancelled"}}\n',
         "        return observation, None\n",
         (f"{CANCEL}::test_the_editors_cancel_lands_within_the_budget[v1-error-on-cancel]",),
@@ -35,7 +35,7 @@ MUTATIONS = [
     Mutation(
         "proxy-v2-idle-after-cancel-is-cancelled",
         "proxy: a v2 idle with another stop reason after the cancel reaches the editor as cancelled",
-        "proxy/_endings.py",
+        "core/_endings.py",
         '            "params": {**params, "update": fixed},\n',
         '            "params": params,\n',
         (f"{CANCEL}::test_the_editors_cancel_lands_within_the_budget[v2-end-turn-on-cancel]",),
@@ -44,7 +44,9 @@ MUTATIONS = [
         "proxy-withdrawn-request-answered",
         "proxy: a request the editor withdrew and the agent does not answer is answered -32800 after the grace",
         "proxy/_guard.py",
-        '        self._answer_editor(key, error(request.id, -32800, "request cancelled (the agent did not answer)"))\n',
+        "        self._answer_editor(\n"
+        '            key, rpc_error(request.id, -32800, "request cancelled (the agent did not answer)")\n'
+        "        )\n",
         "        pass\n",
         (f"{GUARANTEES}::test_a_request_the_editor_withdrew_is_answered_once_when_the_agent_does_not",),
     ),

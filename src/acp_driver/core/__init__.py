@@ -16,6 +16,7 @@ __all__, __getattr__, __dir__ = _lazy_exports(
             "AgentTurnMachine",
             "AgentTurnState",
         ),
+        "._endings": ("TurnEnding",),
         "._endpoint": ("Endpoint",),
         "._escalation": (
             "CLOSE_GRACE",
@@ -126,6 +127,7 @@ if typing.TYPE_CHECKING:
     from ._agent_turn import AgentTurnMachine as AgentTurnMachine
     from ._agent_turn import AgentTurnState as AgentTurnState
     from ._connection_end import ConnectionEndMachine as ConnectionEndMachine
+    from ._endings import TurnEnding as TurnEnding
     from ._endpoint import Endpoint as Endpoint
     from ._errors import AcpError as AcpError
     from ._errors import ConnectionClosedError as ConnectionClosedError

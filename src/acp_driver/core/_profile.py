@@ -26,6 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .. import protocol as p
+from ._endings import IDLE_ENDING, PROMPT_ANSWER_ENDING, TurnEnding
 from ._requirements import V1_REQUIREMENTS, V2_REQUIREMENTS, Requirements
 from ._rungs import Action, Rung
 from ._shapes import V1_SHAPES, V2_SHAPES, Shapes
@@ -91,6 +92,9 @@ class ProtocolProfile:
     """A tool call may advertise ``capabilities.cancel`` (``tool_call/cancel``, v2)."""
     requirements: Requirements
     """The members the params of each method (and each prompt content block) must have."""
+    ending: TurnEnding
+    """How a turn's end reads on the wire, and how a relay that ends a turn itself tells the
+    client ``cancelled`` (the proxy's editor)."""
 
     @property
     def answer_ends_turn(self) -> bool:
@@ -193,6 +197,7 @@ V1 = ProtocolProfile(
     withdrawn_question_cancelled=False,
     cancellable_tool_calls=False,
     requirements=V1_REQUIREMENTS,
+    ending=PROMPT_ANSWER_ENDING,
 )
 
 V2 = ProtocolProfile(
@@ -255,6 +260,7 @@ V2 = ProtocolProfile(
     withdrawn_question_cancelled=True,
     cancellable_tool_calls=True,
     requirements=V2_REQUIREMENTS,
+    ending=IDLE_ENDING,
 )
 
 PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1, 2: V2})

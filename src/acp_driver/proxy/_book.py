@@ -91,3 +91,8 @@ class SessionBook:
     def lose(self, sid: str, why: str) -> None:
         self.sessions.pop(sid, None)
         self.lost[sid] = why
+
+
+def rpc_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    """A JSON-RPC error answer the proxy makes itself (to the editor or to the agent)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}

@@ -24,9 +24,10 @@ what is in flight both ways. The guard sits between it and the editor's stdio an
 - **stalls bounded** (``silence_timeout``): a live turn from which nothing came for that long is
   cancelled through the same ladder.
 
-When a turn ends is the relay ledger's reading (``RelayLedger.turn_live``), the one call to swap
-for a lifecycle. What differs by version is the profile's ``turn_end`` (``_endings``). Across a
-respawn the guard of the new agent shares the editor's ``SessionBook`` (``_book``) and counters;
+When a turn ends is the session's lifecycle's (``core/_lifecycle.py``), asked through the relay
+ledger (``RelayLedger.turn_live``). How a turn's end reads, and how the editor is told
+``cancelled`` when the ladder ends a turn itself, is the profile's ``ending``
+(``core/_endings.py``). Across a respawn the guard of the new agent shares the editor's ``SessionBook`` (``_book``) and counters;
 its own requests (the replayed ``initialize``, the sessions' re-opening: ``request_own``) are
 answered to it, never to the editor, and a re-opened session's replay is fenced.
 """
@@ -57,8 +58,7 @@ from ..core import (
 )
 from ..net import id_key, session_id_of
 from ..remote import Pending, ServedConnection, answer_for_gone_client
-from ._book import SessionBook
-from ._endings import ENDINGS, error
+from ._book import SessionBook, rpc_error
 
 if TYPE_CHECKING:
     from ..aio import Timer
@@ -218,10 +218,8 @@ class ProxyGuard:
         sid = session_id_of(message)
         if sid is not None and sid in self.book.lost:
             if key is not None:
-                why = self.book.lost[sid]
-                self._answer_editor(
-                    key, error(message["id"], -32603, f"acp-driver proxy: session {sid} was lost: {why}")
-                )
+                why = f"acp-driver proxy: session {sid} was lost: {self.book.lost[sid]}"
+                self._answer_editor(key, rpc_error(message["id"], -32603, why))
             return
         self.book.from_editor(message)
         if method == p.SESSION_PROMPT and key is not None and sid is not None:
@@ -252,7 +250,9 @@ class ProxyGuard:
         logger.info(
             "the agent did not answer withdrawn request %s (%s): answered -32800", request.id, request.method
         )
-        self._answer_editor(key, error(request.id, -32800, "request cancelled (the agent did not answer)"))
+        self._answer_editor(
+            key, rpc_error(request.id, -32800, "request cancelled (the agent did not answer)")
+        )
 
     # ------------------------------------------------------------------ agent -> editor
 
@@ -400,7 +400,7 @@ class ProxyGuard:
         turn = self._turns.get(sid)
         if turn is None or self.served.inflight.turn_live(sid):
             return None
-        ending = ENDINGS[self.profile.turn_end]
+        ending = self.profile.ending
         observation, rewritten = ending.read(self.profile, message)
         if turn.ended_for_editor:
             rewritten = None
@@ -429,7 +429,7 @@ class ProxyGuard:
             return
         turn.ended_for_editor = True
         self._fenced.add(turn.sid)
-        ending = ENDINGS[self.profile.turn_end]
+        ending = self.profile.ending
         for key, request in list(self.served.inflight.to_agent.items()):
             if request.method == p.SESSION_PROMPT and request.session_id == turn.sid:
                 self._answer_editor(key, ending.prompt_answer(request.id))
@@ -508,7 +508,7 @@ class ProxyGuard:
         self._own.clear()
         if self.editor_gone:
             return
-        ending = ENDINGS[self.profile.turn_end]
+        ending = self.profile.ending
         for key, request in list(self.served.inflight.to_client.items()):
             # Nobody can take the editor's answer any more: the question is withdrawn.
             self._answered_agent.add(key)
@@ -538,9 +538,9 @@ class ProxyGuard:
     ) -> dict[str, Any]:
         turn = self._turns.get(sid) if sid is not None else None
         if method == p.SESSION_PROMPT and turn is not None and not turn.ended_for_editor:
-            return ENDINGS[self.profile.turn_end].prompt_answer(request_id)
+            return self.profile.ending.prompt_answer(request_id)
         why = reason or self.served.end_reason or "the agent is gone"
-        return error(request_id, -32603, f"acp-driver proxy: {why}")
+        return rpc_error(request_id, -32603, f"acp-driver proxy: {why}")
 
     # ------------------------------------------------------------------ writing
 

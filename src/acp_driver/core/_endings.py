@@ -1,27 +1,30 @@
-"""How a turn ends for the editor, per protocol version (the profile's ``turn_end``).
+"""How a turn ends on the wire, per protocol version (a profile's ``ending``).
 
-The proxy reads the agent's end of a cancelled turn (what the ladder observes, and what the
-editor gets instead when the agent did not say ``cancelled``) and, when the ladder ends a turn
-itself, makes the editor's ``cancelled`` end: v1 answers the prompt ``{"stopReason":
-"cancelled"}``; v2 sends an idle ``state_update`` with that stop reason and withdraws a prompt
-still held (``-32800``).
+Read by a relay that stands between a client and an agent (``acp-driver proxy``): the agent's end
+of a cancelled turn (what the cancel ladder observes, and what the client gets instead when the
+agent did not say ``cancelled``), and, when the ladder ends a turn itself, the client's
+``cancelled`` end: v1 answers the prompt ``{"stopReason": "cancelled"}``; v2 sends an idle
+``state_update`` with that stop reason and withdraws a prompt still held (``-32800``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
-from ..core import Observation, ProtocolProfile, Seen, TurnEnd
+
+if TYPE_CHECKING:
+    from ._ladder import Observation
+    from ._profile import ProtocolProfile
 
 
-class _Ending:
-    """How a turn ends for the editor in one version: reading the agent's end, making our own."""
+class TurnEnding:
+    """How a turn ends in one version: reading the agent's end, and making a ``cancelled`` one."""
 
     def read(
         self, profile: ProtocolProfile, message: dict[str, Any]
     ) -> tuple[Observation, dict[str, Any] | None]:
-        """(what the ladder observes, the message the editor gets instead -- None: unchanged)."""
+        """(what the ladder observes, the message the client gets instead -- None: unchanged)."""
         raise NotImplementedError
 
     def prompt_answer(self, request_id: Any) -> dict[str, Any]:
@@ -33,12 +36,14 @@ class _Ending:
         return None
 
 
-class _PromptAnswerEnding(_Ending):
+class PromptAnswerEnding(TurnEnding):
     """v1: the prompt's answer carries the stop reason."""
 
     def read(
         self, profile: ProtocolProfile, message: dict[str, Any]
     ) -> tuple[Observation, dict[str, Any] | None]:
+        from ._ladder import Observation, Seen  # the host's: an agent loads the profile, not this
+
         if "method" in message:
             return Observation(Seen.ANSWERED, stop_reason=None), None
         result = message.get("result")
@@ -61,12 +66,14 @@ class _PromptAnswerEnding(_Ending):
         return {"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "cancelled"}}
 
 
-class _IdleEnding(_Ending):
+class IdleEnding(TurnEnding):
     """v2: an idle ``state_update`` carries the stop reason; a held prompt is withdrawn (-32800)."""
 
     def read(
         self, profile: ProtocolProfile, message: dict[str, Any]
     ) -> tuple[Observation, dict[str, Any] | None]:
+        from ._ladder import Observation, Seen  # the host's: an agent loads the profile, not this
+
         params = message.get("params")
         update = params.get("update") if isinstance(params, dict) else None
         if not isinstance(update, dict) or update.get("sessionUpdate") != "state_update":
@@ -83,7 +90,11 @@ class _IdleEnding(_Ending):
         }
 
     def prompt_answer(self, request_id: Any) -> dict[str, Any]:
-        return error(request_id, -32800, "request cancelled: the turn was cancelled")
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": -32800, "message": "request cancelled: the turn was cancelled"},
+        }
 
     def idle(self, sid: str) -> dict[str, Any] | None:
         return {
@@ -96,11 +107,5 @@ class _IdleEnding(_Ending):
         }
 
 
-ENDINGS: dict[TurnEnd, _Ending] = {
-    TurnEnd.PROMPT_ANSWER: _PromptAnswerEnding(),
-    TurnEnd.IDLE_STATE: _IdleEnding(),
-}
-
-
-def error(request_id: Any, code: int, message: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+PROMPT_ANSWER_ENDING = PromptAnswerEnding()
+IDLE_ENDING = IdleEnding()
