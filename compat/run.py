@@ -549,6 +549,11 @@ def describe_negotiation(found: dict[str, Any]) -> str:
             f"says so (`{found['note']}`; `check --protocol auto` prints it as `check: ...` and judges "
             "it by the v1 rules, as here)."
         )
+    if found["spoken"] == 2:
+        return (
+            f"{said}: it is spoken to in v2, so `check --protocol auto` (the default) judges it by the v2 "
+            "rules ([ACP v2](#acp-v2)); the verdicts here are `--protocol 1`'s."
+        )
     return f"{said}: it is spoken to in v{found['spoken']}."
 
 
@@ -749,7 +754,8 @@ def render(
         "A deviation is an agent's behaviour, not a bug of ours; SKIP means the rule could not be "
         "tested against that agent. Each agent's section also says what it answers to `--protocol auto` "
         "(the default): an agent that echoes the client's `protocolVersion: 2` in v1's shape is spoken "
-        "to in v1, so these rules are the ones it is judged by. Re-run with `python3 compat/run.py`; the "
+        "to in v1, so these rules are the ones it is judged by; one answering 2 in v2's shape is judged "
+        "by the v2 rules. Re-run with `python3 compat/run.py`; the "
         "opt-in test `ACP_COMPAT=1 pytest tests/compat` runs it too. Only the agents below were run; "
         "others (the official SDKs' example agents) are not covered here yet.",
         "",
