@@ -1,13 +1,15 @@
 """A stand-in model server on loopback for the compatibility run: Anthropic-, Gemini- and
-OpenAI-style (Responses API) HTTP endpoints, streaming.
+OpenAI-style (Responses and Chat Completions APIs) HTTP endpoints, streaming.
 
-It is not a model: it looks at the last user message and answers with one of three scripts, so
+It is not a model: it looks at the last user message (its newest text) and answers with one of three scripts, so
 that ``acp-driver check`` has something to cancel and something that asks permission:
 
 - a message containing ``long essay``: text streamed slowly (``--busy-seconds``, default 30 s),
   so the turn stays busy while the audit cancels it;
 - a message containing ``x.txt`` (and no tool result yet): a call of the agent's own shell tool
-  (``touch x.txt``), which an agent in a mode that asks must ask permission for;
+  (``touch x.txt``), which an agent in a mode that asks must ask permission for; on Chat
+  Completions without a shell tool declared, a fenced ``shell`` block (``touch x.txt``), how an
+  agent that parses tools from the text (gptme's ``markdown`` tool format) is called;
 - anything else, including the agents' side requests (titles, summaries, checks): a short answer
   at once.
 
@@ -88,9 +90,18 @@ def _tool_names(tools: Any) -> list[str]:
     return names
 
 
+def _newest_text(value: Any) -> str:
+    """The last text of a user message, what the user just asked: an agent may merge the prompts
+    of several turns into one message (Claude Code, after a turn cancelled before any answer:
+    the essay asked, "[Request interrupted by user]", then "Say hello.") or put its own context
+    blocks (``<system-reminder>``) before the prompt."""
+    texts = [t for t in _texts(value) if not t.lstrip().startswith("<system-reminder>")]
+    return texts[-1] if texts else ""
+
+
 def choose(last_user: Any, tools: Any) -> tuple[str, str | None]:
-    """("busy" | "tool" | "quick", shell tool name)."""
-    text = " ".join(_texts(last_user))
+    """("busy" | "tool" | "quick", shell tool name), from the newest text of the last user message."""
+    text = _newest_text(last_user)
     if TOOL_MARK in text and not _has_tool_result(last_user):
         shell = next((n for n in _tool_names(tools) if n in SHELL_TOOLS), None)
         if shell is not None:
@@ -172,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.gemini(body)
             elif self.path.split("?")[0].endswith("/responses"):
                 self.openai_responses(body)
+            elif self.path.split("?")[0].endswith("/chat/completions"):
+                self.openai_chat(body)
             else:
                 self._log(script="unknown")
                 self._json({"error": {"message": f"no such endpoint {self.path}"}}, 404)
@@ -342,6 +355,66 @@ class Handler(BaseHTTPRequestHandler):
             {"type": "response.completed", "response": {"id": "resp_fake", "usage": usage}},
             "response.completed",
         )
+
+    # ------------------------------------------------------------------ OpenAI Chat Completions
+
+    def openai_chat(self, body: dict[str, Any]) -> None:
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+        user = messages[last] if last >= 0 else {}
+        # An answer after the user's message (a tool's call, then its output): the tool ran.
+        answered = any(m.get("role") in ("assistant", "tool") for m in messages[last + 1 :])
+        script, tool = ("quick", None) if answered else choose(user.get("content"), body.get("tools"))
+        block = (
+            not answered
+            and script == "quick"
+            and TOOL_MARK in _newest_text(user.get("content"))
+            and not body.get("tools")
+        )
+        if block:
+            script = "tool block"
+        self._log(script=script, model=body.get("model"), stream=bool(body.get("stream")))
+        model = body.get("model", "fake")
+        base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model}
+        shell_block = "```shell\ntouch x.txt\n```\n"
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": shell_block if block else "hello"}
+            if script == "tool":
+                assert tool is not None
+                message = {"role": "assistant", "content": None, "tool_calls": [self._chat_call(tool)]}
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if tool else "stop"}
+            usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            self._json({**base, "object": "chat.completion", "choices": [choice], "usage": usage})
+            return
+        self._sse_start()
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+            self._event({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+        chunk({"role": "assistant", "content": ""})
+        if script == "tool":
+            assert tool is not None
+            chunk({"tool_calls": [{"index": 0, **self._chat_call(tool)}]})
+            chunk({}, "tool_calls")
+        else:
+            # A word a line: gptme shows the model's text to the client a whole line at a time.
+            lines = (f"{w.strip()}\n" for w in busy_words()) if script == "busy" else iter([])
+            for line in shell_block.splitlines(keepends=True) if block else lines:
+                chunk({"content": line})
+            if script == "quick" and not block:
+                chunk({"content": "hello"})
+            chunk({}, "stop")
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage"):
+            usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            self._event({**base, "choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    @staticmethod
+    def _chat_call(tool: str) -> dict[str, Any]:
+        arguments = json.dumps(SHELL_TOOLS[tool]())
+        return {"id": "call_fake", "type": "function", "function": {"name": tool, "arguments": arguments}}
 
 
 def main() -> None:
