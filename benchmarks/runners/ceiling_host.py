@@ -39,7 +39,8 @@ AGENT = [sys.executable, CEILING_AGENT]
 dumps = orjson.dumps
 loads = orjson.loads
 # Reads of at most what a pipe holds (64 KiB): asyncio's default 256 KiB costs each read an mmap'd
-# buffer (mmap, page faults, munmap). acp-driver and node read 64 KiB at a time too.
+# buffer (mmap, page faults, munmap). node reads 64 KiB at a time too; acp-driver 32 KiB (its
+# parsed read stays in cache), which gives this side nothing (measured: docs/benchmarks.md).
 READ_BYTES = 64 * 1024
 
 
