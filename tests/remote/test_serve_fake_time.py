@@ -257,15 +257,21 @@ async def test_an_agent_whose_output_ended_is_waited_for_on_the_clock_then_its_c
         await client.request("session/prompt", {"sessionId": sid, "prompt": text_prompt("go")})
         await client.next()  # "about to go quiet": then its stdout closes
         conn = await _one_connection(srv)
-        await eventually(lambda: T0 + TERM_GRACE in clock.deadlines, "the wait for its exit, on the clock")
+        # Two deadlines at T0 + 1 s: the server's idle sweep (every second) and the wait for the
+        # agent's exit. Waiting for the sweep's alone let the test move the clock before the
+        # relay had read the agent's end: the wait then started later and was never reached.
+        assert TERM_GRACE == 1.0
+        await eventually(
+            lambda: clock.deadlines.count(T0 + TERM_GRACE) == 2, "the wait for its exit, on the clock"
+        )
         clock.advance_to(T0 + TERM_GRACE - 0.001)
         for _ in range(20):
             await asyncio.sleep(0)
         assert not conn.ending
         clock.advance_to(T0 + TERM_GRACE)
-        for _ in range(20):  # a few turns of the loop, no real time: the clock ended the wait
-            await asyncio.sleep(0)
-        assert conn.ending
+        # The clock ended the wait (the agent sleeps a minute of real time, and the fake clock
+        # does not move again): wait for that event, not for a count of loop turns.
+        await eventually(lambda: conn.ending, "the connection's end, at the clock's deadline")
         assert conn.end_reason is not None
         assert conn.end_reason.startswith("the agent ended (still running")
         assert conn.ladder is not None
