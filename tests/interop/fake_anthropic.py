@@ -25,23 +25,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from . import fake_model_server as base
+from .fake_model_server import Endless, Silent, Words
 
-@dataclass(frozen=True)
-class Words:
-    prefix: str
-    n: int
-    interval: float = 0.0
-    """Seconds between two words (a slow stream that still ends)."""
-
-
-@dataclass(frozen=True)
-class Endless:
-    prefix: str
-    interval: float = 0.02
+__all__ = ["Endless", "FakeAnthropic", "Request", "Silent", "Step", "ToolUse", "Words"]
 
 
 @dataclass(frozen=True)
@@ -50,23 +40,15 @@ class ToolUse:
     input: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class Silent:
-    pass
-
-
 Step = Words | Endless | ToolUse | Silent
 
 
 @dataclass
-class Request:
+class Request(base.Request):
     """One request the agent made: its request line and its JSON body."""
 
-    line: str
-    body: dict[str, Any]
-    conversation: bool
-    hung_up: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when the agent closed the connection before the answer ended (a cancelled stream)."""
+    conversation: bool = False
+    """A turn of the conversation (it offers the model tools): it takes a step of the script."""
 
     def last_user_text(self) -> str:
         """The text of the user's last message: what this model call was asked (``""`` for one
@@ -92,26 +74,19 @@ class Request:
 
 
 _ids = itertools.count(1)
+
 SUGGESTION_MARK = "[SUGGESTION MODE"
 """How Claude Code's request for a predicted next prompt begins: it offers tools too."""
 
 
-class FakeAnthropic:
+class FakeAnthropic(base.FakeModelServer[Request, Words | Endless | ToolUse]):
     """The server: ``await start()``, point the agent at ``base_url``, append steps to ``script``."""
 
     def __init__(self) -> None:
-        self.script: list[Step] = []
-        self.decide: Callable[[Request], Step] | None = None
-        """When set, picks each conversation request's answer instead of ``script``."""
-        self.requests: list[Request] = []
+        super().__init__()
         self.side_requests = 0
         self.fixed_message_id: str | None = None
         """Every reply's message id (a model server with fixed ids), instead of a fresh one each."""
-        self._arrived = asyncio.Condition()
-        self._held: list[asyncio.StreamWriter] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._server: asyncio.Server | None = None
-        self.port = 0
 
     @property
     def base_url(self) -> str:
@@ -121,117 +96,57 @@ class FakeAnthropic:
     def conversation(self) -> list[Request]:
         return [r for r in self.requests if r.conversation]
 
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for writer in self._held:
-            writer.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-
     async def next_turn(self, after: int | None = None) -> Request:
         """Wait for conversation request number ``after`` (default: the next one to arrive)."""
         index = len(self.conversation) if after is None else after
-        async with self._arrived:
-            await self._arrived.wait_for(lambda: len(self.conversation) > index)
-        return self.conversation[index]
+        return await self.wait_for_request(index, lambda: self.conversation)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._held.append(writer)
-        request: Request | None = None
-        try:
-            while True:  # keep-alive: one connection may carry several requests
-                try:
-                    head = await reader.readuntil(b"\r\n\r\n")
-                except asyncio.IncompleteReadError:
-                    return
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line.lower().startswith(b"content-length:"):
-                        length = int(line.split(b":", 1)[1])
-                raw = await reader.readexactly(length) if length else b""
-                first = head.split(b"\r\n", 1)[0].decode(errors="replace")
-                try:
-                    body = json.loads(raw) if raw else {}
-                except ValueError:
-                    body = {}
-                if not first.startswith("POST /v1/messages") or "count_tokens" in first:
-                    await self._answer_other(writer, first)
-                    continue
-                request = Request(first, body, conversation=False)
-                request.conversation = bool(body.get("tools")) and not request.last_user_text().startswith(
-                    SUGGESTION_MARK
-                )
-                async with self._arrived:
-                    self.requests.append(request)
-                    self._arrived.notify_all()
-                if not request.conversation:
-                    self.side_requests += 1
-                    await self._answer(writer, body, Words("", 0))
-                    continue
-                if self.decide is not None:
-                    step = self.decide(request)
-                else:
-                    step = self.script.pop(0) if self.script else Silent()
-                if isinstance(step, Silent):
-                    await reader.read()  # until the agent hangs up
-                    request.hung_up.set()
-                    return
-                # Endless ends when the agent hangs up: writing then fails with ConnectionError.
-                await self._answer(writer, body, step)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            if request is not None:
-                request.hung_up.set()
-        except asyncio.CancelledError:
-            pass  # close(): the test is over
-        finally:
-            self._tasks.discard(task)
+    def recognise(self, line: str, body: dict[str, Any]) -> Request | None:
+        if not line.startswith("POST /v1/messages") or "count_tokens" in line:
+            return None
+        request = Request(line, body)
+        request.conversation = bool(body.get("tools")) and not request.last_user_text().startswith(
+            SUGGESTION_MARK
+        )
+        return request
 
-    async def _answer_other(self, writer: asyncio.StreamWriter, first: str) -> None:
-        if "count_tokens" in first:
-            payload = json.dumps({"input_tokens": 1}).encode()
-            writer.write(_head(200, "application/json", len(payload)) + payload)
+    def step_for(self, request: Request) -> Words | Endless | ToolUse | Silent:
+        if not request.conversation:  # a request of Claude Code's own: a short canned answer
+            self.side_requests += 1
+            return Words("", 0)
+        return super().step_for(request)
+
+    async def answer_other(self, writer: asyncio.StreamWriter, line: str) -> None:
+        if "count_tokens" in line:
+            base.write_json(writer, 200, {"input_tokens": 1})
         else:
-            payload = json.dumps(
-                {"type": "error", "error": {"type": "not_found_error", "message": first}}
-            ).encode()
-            writer.write(_head(404, "application/json", len(payload)) + payload)
+            base.write_json(
+                writer, 404, {"type": "error", "error": {"type": "not_found_error", "message": line}}
+            )
         await writer.drain()
 
-    async def _answer(self, writer: asyncio.StreamWriter, body: dict[str, Any], step: Step) -> None:
+    async def answer(
+        self, writer: asyncio.StreamWriter, request: Request, step: Words | Endless | ToolUse
+    ) -> None:
+        body = request.body
         model = str(body.get("model", "claude-fake"))
         message_id = self.fixed_message_id or f"msg_fake_{next(_ids)}"
         if not body.get("stream"):
             text = " ".join(f"{step.prefix}{i}" for i in range(step.n)) if isinstance(step, Words) else "ok"
-            payload = json.dumps(
-                {
-                    "id": message_id,
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [{"type": "text", "text": text}],
-                    "stop_reason": "end_turn",
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 1, "output_tokens": 1},
-                }
-            ).encode()
-            writer.write(_head(200, "application/json", len(payload)) + payload)
+            message = {
+                "id": message_id,
+                "type": "message",
+                "role": "assistant",
+                "model": model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 1, "output_tokens": 1},
+            }
+            base.write_json(writer, 200, message)
             await writer.drain()
             return
-        writer.write(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-            b"transfer-encoding: chunked\r\n\r\n"
-        )
+        writer.write(base.STREAM_HEAD)
         start: dict[str, Any] = {
             "id": message_id,
             "type": "message",
@@ -242,25 +157,24 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": {"input_tokens": 1, "output_tokens": 1},
         }
-        _chunk(writer, "message_start", {"type": "message_start", "message": start})
+        _event(writer, "message_start", {"type": "message_start", "message": start})
         stop_reason = "end_turn"
         outputs = 0
         if isinstance(step, ToolUse):
             block = {"type": "tool_use", "id": f"toolu_fake_{next(_ids)}", "name": step.name, "input": {}}
-            _chunk(
+            _event(
                 writer,
                 "content_block_start",
                 {"type": "content_block_start", "index": 0, "content_block": block},
             )
             delta = {"type": "input_json_delta", "partial_json": json.dumps(step.input)}
-            _chunk(writer, "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
-            _chunk(writer, "content_block_stop", {"type": "content_block_stop", "index": 0})
+            _event(writer, "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+            _event(writer, "content_block_stop", {"type": "content_block_stop", "index": 0})
             stop_reason = "tool_use"
             outputs = 1
         else:
-            assert isinstance(step, (Words, Endless))
             empty = {"type": "text", "text": ""}
-            _chunk(
+            _event(
                 writer,
                 "content_block_start",
                 {"type": "content_block_start", "index": 0, "content_block": empty},
@@ -269,7 +183,7 @@ class FakeAnthropic:
             i = 0
             while isinstance(step, Endless) or i < step.n:
                 delta = {"type": "text_delta", "text": f"{step.prefix}{i} "}
-                _chunk(
+                _event(
                     writer, "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
                 )
                 await writer.drain()
@@ -277,28 +191,21 @@ class FakeAnthropic:
                     await asyncio.sleep(step.interval)
                 i += 1
             outputs = i
-            _chunk(writer, "content_block_stop", {"type": "content_block_stop", "index": 0})
-        usage = {"output_tokens": outputs}
-        _chunk(
+            _event(writer, "content_block_stop", {"type": "content_block_stop", "index": 0})
+        _event(
             writer,
             "message_delta",
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                "usage": usage,
+                "usage": {"output_tokens": outputs},
             },
         )
-        _chunk(writer, "message_stop", {"type": "message_stop"})
+        _event(writer, "message_stop", {"type": "message_stop"})
         writer.write(b"0\r\n\r\n")
         await writer.drain()
 
 
-def _head(status: int, content_type: str, length: int) -> bytes:
-    reason = {200: "OK", 404: "Not Found"}[status]
-    return f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {length}\r\n\r\n".encode()
-
-
-def _chunk(writer: asyncio.StreamWriter, event: str, data: dict[str, Any]) -> None:
-    """One server-sent event, framed as one HTTP chunk."""
-    payload = f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-    writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+def _event(writer: asyncio.StreamWriter, event: str, data: dict[str, Any]) -> None:
+    """One server-sent event of the Messages API's stream (its name and its data)."""
+    base.write_event(writer, f"event: {event}\ndata: {json.dumps(data)}")

@@ -192,13 +192,10 @@ class SessionHandle:
             self.config_options = result["configOptions"]
         return result if isinstance(result, dict) else {}
 
-    def deliver(self, update: Update) -> None:
-        """An update for this session: to the listeners, then to its turn (see the module docstring)."""
-        self.deliver_all((update.raw,))
-
     def deliver_all(self, raws: Sequence[dict[str, Any]]) -> None:
-        """This session's ``update`` objects, in order, each as ``deliver`` (one call for a read's
-        run). A text chunk for a turn goes to it as it came (its typed view is made when read)."""
+        """This session's ``update`` objects, in order (one call for a read's run): each to the
+        listeners, then to the turn the lifecycle names (see the module docstring). A text chunk
+        for a turn goes to it as it came (its typed view is made when read)."""
         life = self.life
         turn_kinds = life.profile.turn_updates
         listeners = self.listeners
