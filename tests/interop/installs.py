@@ -150,6 +150,26 @@ def _run_install(argv: list[str], what: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
+def _install_in_venv(base: Path, venv: Path, dist: str, version: str) -> Path:
+    """``dist==version`` alone in the venv ``venv`` made with the interpreter ``base`` (kept when
+    it already holds that version); returns the venv's python."""
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    probe = [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"]
+    if python.exists():
+        with contextlib.suppress(InstallError):
+            if _run_install(probe, "probe").strip() == version:
+                return python
+        shutil.rmtree(venv)
+    requirement = f"{dist}=={version}"
+    _run_install([str(base), "-m", "venv", str(venv)], f"{base} -m venv {venv}")
+    pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q"]
+    _run_install([*pip, requirement], f"pip install {requirement}")
+    installed = _run_install(probe, f"checking {requirement}").strip()
+    if installed != version:
+        raise InstallError(f"pip installed {dist} {installed}, not {version}")
+    return python
+
+
 class PeerInstaller:
     """Installs (or reuses) each pinned peer once per session; remembers failures too."""
 
@@ -232,33 +252,8 @@ class PeerInstaller:
         """An agent published on PyPI, installed alone in the venv ``<cache>/<folder_name>-<version>/``
         made with the interpreter ``base``."""
         venv = self.cache / f"{folder_name}-{version}"
-        scripts = venv / ("Scripts" if os.name == "nt" else "bin")
-        python = scripts / ("python.exe" if os.name == "nt" else "python")
-        probe = [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"]
-        if python.exists():
-            with contextlib.suppress(InstallError):
-                if _run_install(probe, "probe").strip() == version:
-                    return PythonAgent(version, scripts)
-            shutil.rmtree(venv)
-        requirement = f"{dist}=={version}"
-        _run_install([str(base), "-m", "venv", str(venv)], f"{base} -m venv {venv}")
-        _run_install(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-input",
-                "-q",
-                requirement,
-            ],
-            f"pip install {requirement}",
-        )
-        installed = _run_install(probe, f"checking {requirement}").strip()
-        if installed != version:
-            raise InstallError(f"pip installed {dist} {installed}, not {version}")
-        return PythonAgent(version, scripts)
+        _install_in_venv(base, venv, dist, version)
+        return PythonAgent(version, venv / ("Scripts" if os.name == "nt" else "bin"))
 
     def _install_npm_agent(self, name: str, version: str, folder_name: str, launcher_path: Path) -> NpmAgent:
         """An agent published on npm, installed alone in ``<cache>/<folder_name>-<version>/``;
@@ -295,32 +290,7 @@ class PeerInstaller:
 
     def _install_python_sdk(self, version: str) -> PythonSdk:
         venv = self.cache / f"python-sdk-{version}"
-        python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-        probe = [str(python), "-c", f"import importlib.metadata as m; print(m.version({SDK_DIST!r}))"]
-        if python.exists():
-            with contextlib.suppress(InstallError):
-                if _run_install(probe, "probe").strip() == version:
-                    return PythonSdk(version, python)
-            shutil.rmtree(venv)
-        requirement = f"{SDK_DIST}=={version}"
-        _run_install([sys.executable, "-m", "venv", str(venv)], f"python -m venv {venv}")
-        _run_install(
-            [
-                str(python),
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-input",
-                "-q",
-                requirement,
-            ],
-            f"pip install {requirement}",
-        )
-        installed = _run_install(probe, f"checking {requirement}").strip()
-        if installed != version:
-            raise InstallError(f"pip installed {SDK_DIST} {installed}, not {version}")
-        return PythonSdk(version, python)
+        return PythonSdk(version, _install_in_venv(Path(sys.executable), venv, SDK_DIST, version))
 
     def _install_typescript_sdk(self) -> TypeScriptSdk:
         node = shutil.which("node")
