@@ -25,7 +25,7 @@ from acp_driver.driver import (
     Topic,
     allow_all,
 )
-from acp_driver.driver._updates import UPDATE_TYPES
+from acp_driver.driver._updates import UPDATE_TYPES, UnknownUpdate, make_update
 from acp_driver.services import LocalFileSystem, LocalTerminals
 
 from ..fakeclock import FakeClock
@@ -539,6 +539,18 @@ async def test_a_host_matching_topics_sees_the_same_turn_in_both_versions(tmp_pa
 def test_every_update_kind_has_a_topic() -> None:
     for kind, cls in UPDATE_TYPES.items():
         assert cls.topic is not Topic.UNKNOWN, kind
+
+
+def test_every_view_is_made_whole_by_make_update() -> None:
+    """``make_update`` sets a view's two slots itself (no class call): a view class adds no state
+    and no ``__init__``, and the view it makes equals the one its constructor makes."""
+    for kind, cls in [*UPDATE_TYPES.items(), ("_custom", UnknownUpdate)]:
+        assert "__init__" not in vars(cls), kind
+        assert vars(cls).get("__slots__", ()) == (), kind
+        raw = {"sessionUpdate": kind}
+        made = make_update("s", raw)
+        assert type(made) is cls, kind
+        assert made == cls("s", raw), kind
 
 
 QUIRKY_V2 = [sys.executable, str(Path(__file__).parent.parent / "cli" / "quirky_v2_agent.py")]
