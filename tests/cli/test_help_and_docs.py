@@ -57,7 +57,7 @@ OLD_PACKAGE = "@zed-industries/claude-code-acp"
 
 
 def test_the_claude_package_named_is_the_one_the_compatibility_table_tests() -> None:
-    compat = (ROOT / "compat" / "run.py").read_text()
+    compat = (ROOT / "compat" / "agents.py").read_text()
     tested = re.findall(r'package="(@[^"]*claude[^"]*)"', compat)
     assert tested
     assert tested == ["@agentclientprotocol/claude-agent-acp"] * len(tested)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_driver.driver import AgentStartError, Resolution, launch
+from acp_driver.driver import AgentMessageChunk, AgentStartError, Resolution, UnknownUpdate, launch
 
 from ._helpers import assert_group_gone, running, script
 from .test_faults import env_with
@@ -86,6 +86,30 @@ async def test_an_update_with_a_lone_surrogate_reaches_its_turn(tmp_path: Path) 
         assert (await turn).stop_reason == "end_turn"
         assert [u.raw["content"]["text"] for u in updates] == ["smile \ud83d"]
         assert agent.connection.violations == 0
+
+
+async def test_an_update_whose_kind_is_no_string_is_kept_and_the_run_goes_on(tmp_path: Path) -> None:
+    # A list as the discriminator cannot be hashed: it used to raise in the run's handler, and
+    # the updates read with it were lost.
+    async with asyncio.timeout(60), running(script("fuzz_agent")) as agent:
+        session = await agent.new_session(tmp_path)
+        lines = b"".join(
+            b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"%s","update":%s}}\n'
+            % (session.id.encode(), update)
+            for update in (
+                b'{"sessionUpdate":["x"]}',
+                b'{"sessionUpdate":{"a":1}}',
+                b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"after"}}',
+            )
+        )
+        turn = session.prompt(lines.hex())
+        updates = [u async for u in turn]
+        assert (await turn).stop_reason == "end_turn"
+        # An update of no known kind is the session's, and the running turn sees it too (v1).
+        assert [type(u) for u in updates] == [UnknownUpdate, UnknownUpdate, AgentMessageChunk]
+        assert updates[-1].raw["content"]["text"] == "after"
+        odd = [u for u in session.session_updates if type(u) is UnknownUpdate]
+        assert [u.raw["sessionUpdate"] for u in odd] == [["x"], {"a": 1}]
 
 
 async def test_a_prompt_that_cannot_be_encoded_fails_its_turn_at_once(tmp_path: Path) -> None:

@@ -110,7 +110,7 @@ MUTATIONS = [
         "driver/_prompt_turn.py",
         '            params["_meta"] = meta  # W3C trace context (spec: extensibility.mdx, _meta)\n',
         "            pass\n",
-        ("tests/trace/test_otel.py::test_the_trace_context_crosses_the_wire_in_meta",),
+        ("tests/trace/test_otel.py::test_both_sides_of_a_cancelled_turn_in_one_trace",),
     ),
     Mutation(
         "permission-policy-swallowing-the-cancel",
@@ -124,11 +124,31 @@ MUTATIONS = [
         ),
     ),
     Mutation(
+        "update-kind-no-string-delivered",
+        "an update whose discriminator is no string is of no known kind: kept, and its run goes on",
+        "driver/_session.py",
+        '            if type(kind) is not str:\n                kind = "unknown"  # a discriminator that is no string: an update of no known kind\n',
+        "",
+        (
+            "tests/driver/test_hostile_output.py::test_an_update_whose_kind_is_no_string_is_kept_and_the_run_goes_on",
+        ),
+    ),
+    Mutation(
+        "update-kind-no-string-viewed",
+        "the view of an update whose discriminator is no string is an UnknownUpdate (never a TypeError)",
+        "driver/_updates.py",
+        "        cls = UPDATE_TYPES.get(kind, UnknownUpdate) if type(kind) is str else UnknownUpdate\n",
+        "        cls = UPDATE_TYPES.get(kind, UnknownUpdate)\n",
+        (
+            "tests/driver/test_hostile_output.py::test_an_update_whose_kind_is_no_string_is_kept_and_the_run_goes_on",
+        ),
+    ),
+    Mutation(
         "unknown-update-kind-is-the-sessions",
         "an update of a kind the version does not know is kept as the session's, never late",
         "driver/_session.py",
-        "            else:  # about the session (or unknown): valid any time\n",
-        '            elif kind != "unknown":\n',
+        "            if kind in turn_kinds:\n",
+        '            if kind in turn_kinds or update.kind == "unknown":\n',
         ("tests/driver/test_faults.py::test_updates_after_the_response_are_late",),
     ),
     Mutation(

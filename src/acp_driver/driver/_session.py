@@ -203,6 +203,8 @@ class SessionHandle:
         sid = self.id
         for raw in raws:
             kind = raw.get("sessionUpdate")
+            if type(kind) is not str:
+                kind = "unknown"  # a discriminator that is no string: an update of no known kind
             update: Update | None = None
             if listeners:
                 update = make_update(sid, raw)

@@ -441,7 +441,10 @@ def make_update(session_id: str, raw: dict[str, Any]) -> Update:
     Made the cheap way (one per update of a stream): a text chunk's class without hashing its
     discriminator (a new string each message), and the two slots set without the class call."""
     kind = raw.get("sessionUpdate")
-    cls = AgentMessageChunk if kind == "agent_message_chunk" else UPDATE_TYPES.get(kind, UnknownUpdate)  # type: ignore[arg-type]
+    if kind == "agent_message_chunk":
+        cls: type[Update] = AgentMessageChunk
+    else:  # a discriminator that is no string (a list: unhashable) is of no known kind
+        cls = UPDATE_TYPES.get(kind, UnknownUpdate) if type(kind) is str else UnknownUpdate
     view: Update = _new(cls)
     view.session_id = session_id
     view.raw = raw
