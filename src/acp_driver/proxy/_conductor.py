@@ -21,17 +21,17 @@ reap (the ladder's last rungs only end the editor's turn, which the guard does a
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import protocol as p
-from ..core import OversizedLine, encode_relayed, parse_json
+from ..core import encode_relayed, parse_json
 from ..net import id_key
+from ._channel import ChannelBackend
 
 if TYPE_CHECKING:
-    from ..trace import TraceSink
+    pass
 
 SUCCESSOR_METHODS = frozenset({"_proxy/successor", "proxy/successor"})
 """The Rust SDK's spelling, and the RFD's."""
@@ -40,14 +40,12 @@ _SUCCESSOR = "_proxy/successor"
 _OUTER = "acp-driver-proxy/successor/"
 
 
-class ConductorBackend:
+class ConductorBackend(ChannelBackend):
     """The successor behind the conductor, as the relay's ``Backend`` (module docstring)."""
 
     def __init__(self, write: Callable[[bytes], None]) -> None:
+        super().__init__()
         self._write = write
-        self._deliver: Callable[[bytes | OversizedLine], None] | None = None
-        self._gone: Callable[[], None] | None = None
-        self._ended = asyncio.Event()
         self._ids = itertools.count(1)
         self._outer: dict[str, Any] = {}
         """Our ``_proxy/successor`` requests: outer id key -> the inner request's id."""
@@ -75,7 +73,7 @@ class ConductorBackend:
 
     def from_conductor(self, message: dict[str, Any]) -> None:
         """A successor's-side message (``owns``), unwrapped for the relay."""
-        deliver = self._deliver
+        deliver = self.deliver
         if deliver is None:
             return
         method = message.get("method")
@@ -100,18 +98,6 @@ class ConductorBackend:
             deliver(encode_relayed(message))  # $/cancel_request for one of theirs: the same id
 
     # -- Backend
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    @property
-    def exited(self) -> bool:
-        return self._ended.is_set()
-
-    def start(self, deliver: Callable[[bytes | OversizedLine], None], gone: Callable[[], None]) -> None:
-        self._deliver = deliver
-        self._gone = gone
 
     def send(self, text: bytes) -> None:
         if self._ended.is_set():
@@ -148,18 +134,11 @@ class ConductorBackend:
             outer_message["id"] = outer_id
         self._write(encode_relayed(outer_message))
 
-    @property
-    def send_backlog(self) -> int:
-        return 0
-
     def pause_output(self) -> None:
         pass  # the conductor's messages share our stdin with the editor's: never paused
 
-    def resume_output(self) -> None:
-        pass
-
     def close_input(self) -> None:
-        self.end()
+        self.ended()
 
     def terminate(self) -> None:
         pass  # nothing of the successor is ours to signal: the guard ends the editor's turn
@@ -167,21 +146,8 @@ class ConductorBackend:
     def kill(self) -> None:
         pass
 
-    def end(self) -> None:
-        """The conductor's channel ended: the successor is gone for us."""
-        if not self._ended.is_set():
-            self._ended.set()
-            if self._gone is not None:
-                self._gone()
-
-    async def wait_exited(self) -> None:
-        await self._ended.wait()
-
     async def release(self) -> None:
         return None
 
     def describe(self) -> str:
         return "the successor (through the conductor)"
-
-    def observe(self, trace: TraceSink) -> None:
-        return None

@@ -325,7 +325,7 @@ class Proxy:
         if self.served is not None:
             self.served.end(reason)
         if self.successor is not None:
-            self.successor.end()  # the conductor's channel is the successor's too
+            self.successor.ended()  # the conductor's channel is the successor's too
 
     def _on_end(self, reason: str, code: int) -> None:
         if not self.editor_gone:

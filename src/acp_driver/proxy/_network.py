@@ -11,16 +11,15 @@ sessions resumed there.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core import OversizedLine
+from ._channel import ChannelBackend
 
 if TYPE_CHECKING:
     from ..core import Received
     from ..net import ClientTransport
-    from ..trace import TraceSink
 
 
 class _Receiver:
@@ -60,15 +59,13 @@ class _Receiver:
         self._backend.ended()
 
 
-class NetworkBackend:
+class NetworkBackend(ChannelBackend):
     """A remote agent's connection as the relay's ``Backend`` (module docstring)."""
 
     def __init__(self, url: str) -> None:
+        super().__init__()
         self.url = url
         self.transport: ClientTransport | None = None
-        self.deliver: Callable[[bytes | OversizedLine], None] | None = None
-        self._gone: Callable[[], None] | None = None
-        self._ended = asyncio.Event()
 
     @classmethod
     async def connect(cls, url: str, *, max_message_bytes: int) -> NetworkBackend:
@@ -80,41 +77,13 @@ class NetworkBackend:
         backend.transport = await open_transport(url, cast("Any", receiver))
         return backend
 
-    def ended(self) -> None:
-        if not self._ended.is_set():
-            self._ended.set()
-            if self._gone is not None:
-                self._gone()
-
     # -- Backend
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    @property
-    def exited(self) -> bool:
-        return self._ended.is_set()
-
-    def start(self, deliver: Callable[[bytes | OversizedLine], None], gone: Callable[[], None]) -> None:
-        self.deliver = deliver
-        self._gone = gone
-        if self._ended.is_set():
-            gone()
 
     def send(self, text: bytes) -> None:
         if self.transport is not None and not self._ended.is_set():
             self.transport.send([text + b"\n"])
 
-    @property
-    def send_backlog(self) -> int:
-        return 0  # the client transport pauses itself past its own high-water mark
-
-    def pause_output(self) -> None:
-        pass
-
-    def resume_output(self) -> None:
-        pass
+    # send_backlog 0: the client transport pauses itself past its own high-water mark
 
     def close_input(self) -> None:
         if self.transport is not None:
@@ -128,9 +97,6 @@ class NetworkBackend:
             self.transport.abort("the proxy's cancel ladder aborted the connection")
         self.ended()
 
-    async def wait_exited(self) -> None:
-        await self._ended.wait()
-
     async def release(self) -> None:
         if self.transport is not None:
             await self.transport.aclose(0)
@@ -138,6 +104,3 @@ class NetworkBackend:
     def describe(self) -> str:
         reason = self.transport.end_reason if self.transport is not None else None
         return f"the connection to {self.url} ended: {reason or 'closed'}"
-
-    def observe(self, trace: TraceSink) -> None:
-        return None
