@@ -105,7 +105,3 @@ class IdleEnding(TurnEnding):
                 "update": {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"},
             },
         }
-
-
-PROMPT_ANSWER_ENDING = PromptAnswerEnding()
-IDLE_ENDING = IdleEnding()

@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .. import protocol as p
-from ._endings import IDLE_ENDING, PROMPT_ANSWER_ENDING, TurnEnding
+from ._endings import IdleEnding, PromptAnswerEnding, TurnEnding
 from ._requirements import V1_REQUIREMENTS, V2_REQUIREMENTS, Requirements
 from ._rungs import Action, Rung
 from ._shapes import V1_SHAPES, V2_SHAPES, Shapes
@@ -197,7 +197,7 @@ V1 = ProtocolProfile(
     withdrawn_question_cancelled=False,
     cancellable_tool_calls=False,
     requirements=V1_REQUIREMENTS,
-    ending=PROMPT_ANSWER_ENDING,
+    ending=PromptAnswerEnding(),
 )
 
 V2 = ProtocolProfile(
@@ -260,7 +260,7 @@ V2 = ProtocolProfile(
     withdrawn_question_cancelled=True,
     cancellable_tool_calls=True,
     requirements=V2_REQUIREMENTS,
-    ending=IDLE_ENDING,
+    ending=IdleEnding(),
 )
 
 PROFILES: Mapping[int, ProtocolProfile] = MappingProxyType({1: V1, 2: V2})

@@ -94,6 +94,20 @@ def handle_setup(msg: dict[str, Any], *, version: Any = PROTOCOL_VERSION) -> boo
 handle_setup.count = 1  # type: ignore[attr-defined]
 
 
+def handle_setup_v2(msg: dict[str, Any], name: str) -> bool:
+    """Answer ``initialize`` in v2's shape (named ``name``) and ``session/new`` (session ``s1``);
+    True if ``msg`` was one of them."""
+    method = msg.get("method")
+    if method == "initialize":
+        info = {"name": name, "version": "0"}
+        send(result(msg["id"], {"protocolVersion": 2, "capabilities": {}, "info": info}))
+        return True
+    if method == "session/new":
+        send(result(msg["id"], {"sessionId": "s1"}))
+        return True
+    return False
+
+
 def next_prompt(stream: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
     """Serve setup messages until a ``session/prompt`` arrives; None at EOF."""
     for msg in stream:

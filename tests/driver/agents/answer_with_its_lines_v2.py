@@ -20,15 +20,9 @@ for msg in _acp.messages():
     method, rid = msg.get("method"), msg.get("id")
     if rid is None:
         continue
-    if method == "initialize":
-        _acp.send(
-            _acp.result(
-                rid, {"protocolVersion": 2, "capabilities": {}, "info": {"name": "one-write", "version": "0"}}
-            )
-        )
-    elif method == "session/new":
-        _acp.send(_acp.result(rid, {"sessionId": "s1"}))
-    elif method == "session/prompt":
+    if _acp.handle_setup_v2(msg, "one-write"):
+        continue
+    if method == "session/prompt":
         turns += 1
         answer = json.loads(ANSWER) if ANSWER is not None else {"messageId": f"u{turns}"}
 

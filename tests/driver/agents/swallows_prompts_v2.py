@@ -17,15 +17,9 @@ for msg in _acp.messages():
     method, rid = msg.get("method"), msg.get("id")
     if rid is None:
         continue
-    if method == "initialize":
-        _acp.send(
-            _acp.result(
-                rid, {"protocolVersion": 2, "capabilities": {}, "info": {"name": "wedged", "version": "0"}}
-            )
-        )
-    elif method == "session/new":
-        _acp.send(_acp.result(rid, {"sessionId": "s1"}))
-    elif method == "session/prompt":
+    if _acp.handle_setup_v2(msg, "wedged"):
+        continue
+    if method == "session/prompt":
         pass  # never answered
     else:
         _acp.send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
