@@ -9,6 +9,14 @@ GUARANTEES = "tests/proxy/test_proxy_guarantees.py"
 
 MUTATIONS = [
     Mutation(
+        "proxy-channel-end-before-start-reported",
+        "proxy: a channel backend (conductor, remote agent) whose channel ended before start reports it at start",
+        "proxy/_channel.py",
+        "        if self._ended.is_set():\n            gone()\n",
+        "",
+        ("tests/proxy/test_channel_backend.py",),
+    ),
+    Mutation(
         "proxy-editor-cancel-starts-the-ladder",
         "proxy: the editor's session/cancel starts the ladder (an agent that ignores it is escalated)",
         "proxy/_guard.py",
