@@ -4,8 +4,15 @@ spans, and what belongs to the work of a span.
 In v2 the answer to ``session/prompt`` only says the user message was inserted (``{messageId}``);
 the work is reported by ``state_update`` (``running`` / ``requires_action`` / ``idle`` +
 ``stopReason``). Everything here reads the probe's record of the wire (``Probe.incoming``: each
-message with when it arrived, in the order read), so that an order ("the idle before the answer")
-is the wire's and a latency is taken from when a message arrived.
+message with when it arrived, in the order read; ``Probe.outgoing``: what the audit sent, in
+that order), so that an order ("the idle before the answer") is the wire's and a latency is
+taken from when a message arrived.
+
+Which idle ends a prompt's turn, and whose an update is, are not read here: the version's
+lifecycle decides them (``core/_lifecycle.py``, the one a host on this library asks), told the
+record in wire order (``WireTurns``). What the agent *claims* -- the first idle after a prompt --
+is read from the wire too, and where the two differ the audit says so (``disowned``): an idle
+that a host does not take for the prompt's end leaves that host waiting.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import protocol as p
+from ..core import Decision, SessionLifecycle, lifecycle_for, profile_for, read_prompt_answer, read_update
 from ._check_turns import BUSY_HINT, Busy, ms, start_prompt
 from ._probe import AgentGone, Probe, update_kind
 from ._text import excerpt
@@ -48,6 +56,11 @@ class Seen:
     def kind(self) -> Any:
         return update_kind(self.message)
 
+    @property
+    def session_id(self) -> Any:
+        params = self.message.get("params")
+        return params.get("sessionId") if isinstance(params, dict) else None
+
 
 @dataclass
 class Prompt:
@@ -61,6 +74,143 @@ class Prompt:
     @property
     def id(self) -> Any:
         return self.ids[0] if self.ids else None
+
+
+class WireTurns:
+    """One session's prompts as the version's lifecycle reads the audit's record of the wire,
+    told in wire order (what the audit sent between two messages it read goes between them):
+    when each prompt was inserted, which idle ended its turn, whose each update was. It reads
+    on from where it stopped at each ``read``."""
+
+    def __init__(self, probe: Probe, sid: str) -> None:
+        self.probe = probe
+        self.sid = sid
+        self.life: SessionLifecycle[Any] = lifecycle_for(profile_for(probe.version))
+        self.inserted: dict[Any, Seen] = {}
+        """Each prompt's insertion (its answer or its user message), by the prompt's id."""
+        self.ended: dict[Any, Seen] = {}
+        """The message each prompt's turn ended at (v2: an idle), by the prompt's id."""
+        self.refused: dict[Any, Seen] = {}
+        """The error answer (or, v2, the malformed or v1 answer) that ended a prompt unrun."""
+        self.owner: dict[int, Any] = {}
+        """Each update's turn (a prompt's id), by the update's place in ``incoming``; an update
+        of no turn (the session's, background work) is not here."""
+        self._open: list[Any] = []
+        """Prompts sent and not over, in the order sent."""
+        self._answered: set[Any] = set()
+        self._attaching: Any = None
+        """The ``session/resume``/``load`` in flight (its id): state updates are snapshots."""
+        self._read = 0
+        self._sent = 0
+
+    def read(self) -> WireTurns:
+        """Tell the lifecycle what arrived and went out since the last read."""
+        incoming, outgoing = self.probe.incoming, self.probe.outgoing
+        while self._read < len(incoming) or self._sent < len(outgoing):
+            if self._sent < len(outgoing) and outgoing[self._sent][0] <= self._read:
+                self._went_out(outgoing[self._sent][1])
+                self._sent += 1
+            else:
+                at, message = incoming[self._read]
+                self._came_in(Seen(self._read, at, message))
+                self._read += 1
+        return self
+
+    def _went_out(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        method, rid = message.get("method"), message.get("id")
+        if method == p.CANCEL_REQUEST:
+            if params.get("requestId") in self._open:
+                self.life.withdraw(params["requestId"])
+            return
+        if params.get("sessionId") != self.sid:
+            return
+        if method == p.SESSION_PROMPT and rid is not None:
+            self._open.append(rid)
+            self.life.sent(rid, lambda: rid in self._answered)
+        elif method == p.SESSION_CANCEL and self._open:
+            self.life.cancel(self._open[0], self._open[1:])
+        elif method in (p.SESSION_RESUME, p.SESSION_LOAD) and rid is not None:
+            self._attaching = rid
+            self.life.resuming = True
+
+    def _came_in(self, seen: Seen) -> None:
+        message = seen.message
+        if "method" not in message:
+            rid = message.get("id")
+            if rid is not None and rid == self._attaching:
+                self._attaching = None
+                self.life.resuming = False
+            elif rid in self._open:
+                self._answered.add(rid)
+                self._decided(read_prompt_answer(self.life, rid, message), seen)
+            return
+        if message.get("method") != p.SESSION_UPDATE or seen.session_id != self.sid:
+            return
+        owner, effects = read_update(self.life, seen.update)
+        if owner is not None:
+            self.owner[seen.index] = owner
+        if effects is not None:
+            self._decided([*effects.inserted, *effects.ended], seen)
+
+    def _decided(self, steps: list[Any], seen: Seen) -> None:
+        for step in steps:
+            if step.decision in (Decision.INSERTED, Decision.CANCEL_SPAN):
+                self.inserted.setdefault(step.key, seen)
+                continue
+            key = step.key
+            if step.decision is Decision.ENDED:
+                self.ended[key] = seen
+            else:  # refused, speaks v1, or (v2) refused by the cancel of a span it was held behind
+                self.refused[key] = seen
+            self.life.forget(key)
+            if key in self._open:
+                self._open.remove(key)
+
+
+def wire_turns(probe: Probe, sid: str) -> WireTurns:
+    """The lifecycle's reading of ``sid`` on the probe's record, read up to now."""
+    found = probe.readings.get(sid)
+    if found is None:
+        found = probe.readings[sid] = WireTurns(probe, sid)
+    return found.read()
+
+
+def end_of(probe: Probe, prompt: Prompt) -> Seen | None:
+    """The idle the lifecycle ended ``prompt``'s turn at (None: not ended, as a host sees it)."""
+    return wire_turns(probe, prompt.session_id).ended.get(prompt.id)
+
+
+def work_ended(probe: Probe, prompt: Prompt, after: float | None = None) -> Seen | None:
+    """The end of ``prompt``'s work: the idle its turn ended at (the lifecycle's), else the
+    first idle the agent sent after the prompt (its claim; ``disowned`` says why a host does
+    not take it for the end). With ``after``: only an end that arrived after it."""
+    since = prompt.sent if after is None else after
+    end = end_of(probe, prompt)
+    if end is not None:
+        return end if end.at > since else None
+    return idle_after(probe, prompt.session_id, since)
+
+
+def disowned(probe: Probe, prompt: Prompt, idle: Seen | None) -> str:
+    """Why a host does not end ``prompt``'s turn at ``idle`` ("" if it does, or no idle)."""
+    if idle is None:
+        return ""
+    turns = wire_turns(probe, prompt.session_id)
+    end = turns.ended.get(prompt.id)
+    if end is not None and end.index == idle.index:
+        return ""
+    if end is not None:
+        when = "a later" if end.index > idle.index else "an earlier"
+        return f" (a host ends the prompt's turn at {when} idle, {ms(abs(end.at - idle.at))} from it)"
+    refused = turns.refused.get(prompt.id)
+    if refused is not None and refused.index < idle.index:
+        return ""  # the prompt never ran: its answer said so first
+    inserted = turns.inserted.get(prompt.id)
+    if inserted is None or inserted.index > idle.index:
+        return " (a host does not end the prompt's turn at it: the prompt was not inserted before it; a host waits on)"
+    return " (a host does not end the prompt's turn at it: no work reported since the insertion, so it is a snapshot; a host waits on)"
 
 
 async def send_prompt(probe: Probe, text: str) -> Prompt:

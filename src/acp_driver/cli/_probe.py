@@ -148,6 +148,12 @@ class Probe:
     conn: Connection | None = None
     stderr: StderrTail = field(default_factory=lambda: StderrTail("audit"))
     incoming: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    outgoing: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    """Every message the audit sent, with its place in the wire's order: how many messages of
+    ``incoming`` had been read when it went out."""
+    readings: dict[str, Any] = field(default_factory=dict)
+    """Each session's ``_check_spans.WireTurns``, once a rule asked (kept: it reads on from
+    where it stopped)."""
     activity: asyncio.Event = field(default_factory=asyncio.Event)
     arrival: asyncio.Event = field(default_factory=asyncio.Event)
     """Set whenever a message arrives (``wait_for`` re-reads the record then)."""
@@ -193,17 +199,19 @@ class Probe:
         SPAWNED.append(self.process)
 
     def _trace(self, direction: str, line: bytes) -> None:
-        if direction != "in":
-            return
         try:
             message = parse_json(line)
         except ValueError:
             return
-        if isinstance(message, dict):
-            self.incoming.append((time.monotonic(), message))
-            self.arrival.set()
-            if update_kind(message) in self.activity_kinds:
-                self.activity.set()
+        if not isinstance(message, dict):
+            return
+        if direction != "in":
+            self.outgoing.append((len(self.incoming), message))
+            return
+        self.incoming.append((time.monotonic(), message))
+        self.arrival.set()
+        if update_kind(message) in self.activity_kinds:
+            self.activity.set()
 
     @property
     def session_updates(self) -> frozenset[str]:

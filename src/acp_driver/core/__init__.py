@@ -95,6 +95,7 @@ __all__, __getattr__, __dir__ = _lazy_exports(
             "V2Session",
             "lifecycle_for",
         ),
+        "._wire_reading": ("read_prompt_answer", "read_update"),
         "._shapes": ("Shapes",),
         "._profile": (
             "LATEST",
@@ -215,3 +216,5 @@ if typing.TYPE_CHECKING:
     from ._rungs import Action as Action
     from ._rungs import Rung as Rung
     from ._shapes import Shapes as Shapes
+    from ._wire_reading import read_prompt_answer as read_prompt_answer
+    from ._wire_reading import read_update as read_update

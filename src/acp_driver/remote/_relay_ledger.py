@@ -34,6 +34,8 @@ from ..core import (
     SessionLifecycle,
     lifecycle_for,
     read_answer,
+    read_prompt_answer,
+    read_update,
 )
 from ..net import SESSION_ATTACH_METHODS, SESSION_SCOPED_METHODS, id_key, session_id_of
 
@@ -151,12 +153,8 @@ class RelayLedger:
             return CONNECTION
         if request.method == p.SESSION_PROMPT and request.session_id is not None:
             life = self.life(request.session_id)
-            if "result" in message:  # v1: the turn's end; v2: its insertion (live until its idle)
-                steps = life.answered(key, message.get("result"))
-            else:
-                error = message.get("error")
-                steps = life.refused(key, isinstance(error, dict) and error.get("code") == -32800)
-            for step in steps:
+            # v1: the turn's end; v2: its insertion (live until its idle)
+            for step in read_prompt_answer(life, key, message):
                 if step.decision in _OVER:
                     life.forget(step.key)
         if request.method in SESSION_SCOPED_METHODS and request.session_id in self.sessions:
@@ -174,8 +172,7 @@ class RelayLedger:
             life = self.life(sid)  # work the relay saw no prompt for (a resumed session's)
         if life is None:
             return
-        life.route(update, update.get("sessionUpdate"))
-        effects, life.effects = life.effects, None
+        _owner, effects = read_update(life, update)
         for step in effects.ended if effects is not None else ():
             life.forget(step.key)
 

@@ -36,6 +36,8 @@ from ..core import (
     lifecycle_for,
     profile_for,
     read_answer,
+    read_prompt_answer,
+    read_update,
 )
 from ._redact import wire_key
 
@@ -372,13 +374,8 @@ class _Analysis:
         rid = message.get("id")
         turn = peer.prompts.pop(rid, None) if isinstance(rid, (int, str)) else None
         if turn is not None:
-            life = peer.life(turn.session)
             error = message.get("error")
-            if "result" in message:
-                steps = life.answered(turn, message.get("result"))
-            else:
-                steps = life.refused(turn, isinstance(error, dict) and error.get("code") == -32800)
-            for step in steps:
+            for step in read_prompt_answer(peer.life(turn.session), turn, message):
                 self.decided(peer, event, step, error)
             return
         method = peer.sent.pop(rid, None)
@@ -414,8 +411,7 @@ class _Analysis:
         if not isinstance(update, dict):
             return
         life = peer.life(session)
-        owner = life.route(update, kind)
-        effects, life.effects = life.effects, None
+        owner, effects = read_update(life, update)
         if owner is not None:
             call = update.get("toolCallId")
             if isinstance(call, str):
