@@ -54,6 +54,8 @@ apart; a prompt with ``permission`` in it asks permission for a tool call.
                              arrives, before that prompt's own span (claude-agent-acp#551)
     --work-after-cancel      a cancelled work goes on after its idle: a tool call and its
                              completion, and an fs/write_text_file request (Lody#196)
+    --ready-idle             before inserting a prompt, a state_update idle without a stopReason
+                             (it ends no work: none runs; the schema allows a snapshot any time)
 """
 
 from __future__ import annotations
@@ -211,6 +213,8 @@ class Agent:
         if session.owed:  # --late-stop-reason: the cancelled work's late end
             session.owed = False
             update(sid, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
+        if self.opts.ready_idle:
+            update(sid, {"sessionUpdate": "state_update", "state": "idle"})
         mid = f"u{next(ids)}"
         user = {
             "sessionUpdate": "user_message",
@@ -444,6 +448,7 @@ def main() -> None:
         "--resume-loses-work",
         "--late-stop-reason",
         "--work-after-cancel",
+        "--ready-idle",
     ):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--unknown-method-code", type=int, default=-32601)

@@ -198,6 +198,20 @@ def test_an_answer_after_the_idle_of_work_too_quick_to_cancel_is_not_an_insertio
     assert code == 5
 
 
+def test_an_idle_that_ends_no_turn_is_not_taken_for_the_end_of_the_work() -> None:
+    """Where a turn ends is the host's lifecycle's: an idle sent before the prompt was inserted
+    (nothing ran, so it ends nothing) is no end of the prompt's work, and the audit goes on to
+    cancel that work and judge it, as a host on this library would see it."""
+    code, doc = check("--protocol", "2", agent=[*QUIRKY_V2, "--ready-idle"])
+    found = by_rule(doc)
+    assert found[CANCEL_RULE]["result"] == "pass", found[CANCEL_RULE]
+    assert found[AFTER_RULE]["result"] == "pass", found[AFTER_RULE]
+    assert found[INSERT_RULE]["result"] == "pass", found[INSERT_RULE]
+    assert code == 0, [
+        (r.get("id"), r["result"], r["evidence"]) for r in doc["results"] if r["result"] != "pass"
+    ]
+
+
 def test_work_too_quick_to_cancel_is_inconclusive_with_a_hint() -> None:
     code, doc = check("--protocol", "2", "--busy-prompt", "hello", agent=REFERENCE)
     assert code == 6, [
@@ -297,6 +311,9 @@ MISBEHAVIOURS = [
             CLOSE_RULE: ("fail", "with no idle before it; idle stopReason 'cancelled' came"),
             RESUME_RUNNING_RULE: ("fail", "the snapshot said 'idle' while the work ran"),
             CLOSE_UNKNOWN_RULE: ("fail", "answered error -32602"),
+            # The idle snapshot is no end of the work (the lifecycle's reading): the cancel after
+            # the resume is judged, not skipped as "the work ended".
+            RESUMED_CANCEL_RULE: ("pass", "idle 'cancelled'"),
         },
         id="proceeds-close-first-idle-snapshot",
     ),

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_driver.cli._check_spans import Prompt, Seen, disowned, end_of, idle_after, wire_turns, work_ended
+from acp_driver.cli._check_spans import (
+    Prompt,
+    Seen,
+    after_the_end,
+    disowned,
+    end_of,
+    state_of,
+    states,
+    wire_turns,
+    work_ended,
+)
 from acp_driver.cli._probe import Probe
 
 SID = "s1"
@@ -127,7 +137,7 @@ def test_an_idle_snapshot_during_a_resume_is_no_end() -> None:
     assert index(end) == idle
     found = work_ended(wire.probe, prompt)
     assert index(found) == idle
-    raw = idle_after(wire.probe, SID, prompt.sent)
+    raw = next(s for s in states(wire.probe, SID, prompt.sent) if state_of(s) == "idle")
     assert index(raw) == snapshot  # what a reading of its own would take
     assert "a host ends the prompt's turn at a later idle" in disowned(wire.probe, prompt, raw)
 
@@ -186,3 +196,48 @@ def test_other_sessions_and_hostile_kinds_are_read_without_harm() -> None:
     idle = wire.state("idle", "end_turn")
     end = end_of(wire.probe, prompt)
     assert index(end) == idle
+
+
+def test_a_cancelled_turn_ends_at_the_next_idle_though_it_never_said_running() -> None:
+    wire = Wire()
+    prompt = wire.prompt(1)
+    wire.answer(1, {"messageId": "u1"})
+    wire.chunk("m1")  # work, with no running
+    wire.state("idle")  # a snapshot: no stop reason, no work said to run -- no end
+    assert end_of(wire.probe, prompt) is None
+    wire.cancel()
+    idle = wire.state("idle")  # the cancel's end (without its stop reason: another rule's finding)
+    assert index(end_of(wire.probe, prompt)) == idle
+
+
+def test_what_goes_on_after_the_end_is_only_the_turns_own_work() -> None:
+    wire = Wire()
+    wire.prompt(1)
+    wire.answer(1, {"messageId": "u1"})
+    wire.state("running")
+    wire.update(sessionUpdate="tool_call_update", toolCallId="t0", title="watch", status="in_progress")
+    wire.state("idle", "end_turn")
+    prompt = wire.prompt(2)
+    wire.answer(2, {"messageId": "u2"})
+    wire.state("running")
+    wire.update(sessionUpdate="tool_call_update", toolCallId="t0", status="in_progress")  # background
+    wire.update(sessionUpdate="tool_call_update", toolCallId="t2", title="edit", status="in_progress")
+    idle = wire.state("idle", "cancelled")
+    wire.update(sessionUpdate="tool_call_update", toolCallId="t0", status="completed")
+    late = wire.update(sessionUpdate="tool_call_update", toolCallId="t2", status="completed")
+    end = end_of(wire.probe, prompt)
+    assert index(end) == idle
+    assert end is not None
+    assert [s.index for s in after_the_end(wire.probe, prompt, end)] == [late]
+
+
+def test_what_the_audit_sent_is_told_in_its_place_among_what_it_read() -> None:
+    wire = Wire()
+    prompt = wire.prompt(1)
+    wire.answer(1, {"messageId": "u1"})
+    wire.state("running")
+    idle = wire.state("idle", "end_turn")  # read before the resume went out: an end, no snapshot
+    wire.send({"jsonrpc": "2.0", "id": 9, "method": "session/resume", "params": {"sessionId": SID}})
+    wire.state("idle")
+    wire.answer(9, {})
+    assert index(end_of(wire.probe, prompt)) == idle

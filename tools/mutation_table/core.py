@@ -129,4 +129,15 @@ MUTATIONS = [
         "        except TypeError:\n",
         ("tests/aio/test_too_deep.py",),
     ),
+    Mutation(
+        "wire-reading-kind-no-string",
+        "a reader of a recorded wire: an update kind that is no string is no kind (never raises)",
+        "core/_wire_reading.py",
+        "owner = life.route(update, kind if isinstance(kind, str) else None)",
+        "owner = life.route(update, kind)",
+        (
+            "tests/remote/test_relay_ledger.py::test_an_update_whose_kind_is_no_string_is_relayed_and_the_turn_still_ends_at_its_idle",
+            "tests/cli/test_check_wire_turns.py::test_other_sessions_and_hostile_kinds_are_read_without_harm",
+        ),
+    ),
 ]

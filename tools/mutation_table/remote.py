@@ -325,8 +325,8 @@ MUTATIONS = [
         "serve-v2-live-turns-by-the-lifecycle",
         "serve: which v2 turn is live is the lifecycle's (an idle ends it; a working one is cancelled when the connection ends)",
         "remote/_relay_ledger.py",
-        '        life.route(update, update.get("sessionUpdate"))\n',
-        "        pass\n",
+        "        _owner, effects = read_update(life, update)\n",
+        "        effects = None\n",
         ("tests/remote/test_serve_v2.py",),
     ),
     Mutation(

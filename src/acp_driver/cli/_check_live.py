@@ -25,10 +25,11 @@ from ._check_rules import FAIL, MUST, NA, PASS, SKIP, CheckResult
 from ._check_spans import (
     BUSY_STATES,
     STRAGGLERS,
+    Prompt,
     Seen,
     describe_idle,
     describe_reply,
-    idle_after,
+    end_of,
     reply,
     send_prompt,
     settle,
@@ -37,7 +38,9 @@ from ._check_spans import (
     stop_of,
     updates,
     wait_busy_v2,
-    wait_idle,
+    wait_end,
+    wire_turns,
+    work_ended,
 )
 from ._check_turns import describe, ms, outcome, start_prompt, stop_reason, wait_busy
 from ._probe import Probe, update_kind
@@ -180,7 +183,7 @@ async def check_v2_resumed_cancel(opts: argparse.Namespace, probe: Probe) -> lis
     if isinstance(busy, str):
         return [CheckResult(RESUMED_CANCEL_RULE_V2, MUST, SKIP, busy)]
     answer, _sent = await _reopen(opts, probe, p.SESSION_RESUME)
-    ended = idle_after(probe, sid, prompt.sent)
+    ended = work_ended(probe, prompt)
     if ended is not None:
         why = f"the work ended ({describe_idle(ended)}) before session/resume was answered: no verdict"
         return [CheckResult(RESUMED_CANCEL_RULE_V2, MUST, SKIP, why)]
@@ -191,11 +194,20 @@ async def check_v2_resumed_cancel(opts: argparse.Namespace, probe: Probe) -> lis
     said = "answered" if answer is not None else f"not answered within {opts.timeout:g} s"
     cancel_sent = time.monotonic()
     probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
-    idle = await wait_idle(probe, sid, cancel_sent, opts.timeout)
+    idle = await wait_end(probe, prompt, opts.timeout, after=cancel_sent)
     if idle is not None and stop_of(idle) == "cancelled":
         elapsed = idle.at - cancel_sent
         evidence = f"idle 'cancelled' {ms(elapsed)} after session/cancel (session/resume of the live session {said} first)"
         return [CheckResult(RESUMED_CANCEL_RULE_V2, MUST, PASS, evidence, elapsed)]
+    snapshot = _idle_snapshot(probe, prompt)
+    if idle is None and snapshot is not None:
+        # The work may have ended while the resume was in flight: its snapshot said idle, and
+        # a snapshot is never an end (the schema), so nothing tells which.
+        why = (
+            f"the resume's snapshot said idle ({describe_idle(snapshot)}) and no idle came after "
+            "session/cancel: the work may have ended as session/resume went out; no verdict"
+        )
+        return [CheckResult(RESUMED_CANCEL_RULE_V2, MUST, SKIP, why)]
     what = f"no idle within {opts.timeout:g} s" if idle is None else describe_idle(idle)
     evidence = (
         f"{what} after session/cancel, sent after session/resume of the live session ({said}): the "
@@ -215,7 +227,7 @@ async def check_v2_second_stop(opts: argparse.Namespace, probe: Probe) -> list[C
         return [CheckResult(SECOND_STOP_RULE_V2, MUST, SKIP, busy)]
     cancel_sent = time.monotonic()
     probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
-    cancelled = await wait_idle(probe, sid, cancel_sent, opts.timeout)
+    cancelled = await wait_end(probe, prompt, opts.timeout, after=cancel_sent)
     if cancelled is None:
         why = f"the cancelled work did not end within {opts.timeout:g} s: no next prompt to judge"
         return [CheckResult(SECOND_STOP_RULE_V2, MUST, SKIP, why)]
@@ -225,7 +237,7 @@ async def check_v2_second_stop(opts: argparse.Namespace, probe: Probe) -> list[C
         answer = reply(probe, nxt.id)
         if answer is None:
             return None
-        return answer if "error" in answer.message else _idle_with_work(probe, sid, nxt.sent)
+        return answer if "error" in answer.message else end_of(probe, nxt)
 
     ended = await probe.wait_for(next_ended, opts.timeout)
     if ended is None:
@@ -240,14 +252,14 @@ async def check_v2_second_stop(opts: argparse.Namespace, probe: Probe) -> list[C
             continue
         if state_of(seen) in BUSY_STATES:
             since = seen
-        elif state_of(seen) == "idle":
+        elif state_of(seen) == "idle" and stop_of(seen) is not None:  # without one: a snapshot
             if since.index <= cancelled.index or state_of(since) == "idle":
                 problems.append(
                     f"a second {describe_idle(seen)} {ms(seen.at - cancelled.at)} after the idle 'cancelled', "
                     "with no running since: a stop reason of no span"
                 )
             since = seen
-    end = idle_after(probe, sid, nxt.sent)
+    end = end_of(probe, nxt)
     if end is not None:
         late = [u for u in updates(probe, sid, end.at, probe.activity_kinds) if u.index > end.index]
         if late and not problems:
@@ -267,12 +279,9 @@ async def check_v2_second_stop(opts: argparse.Namespace, probe: Probe) -> list[C
     ]
 
 
-def _idle_with_work(probe: Probe, sid: str, after: float) -> Seen | None:
-    """The first idle after ``after`` that follows a turn update after ``after`` (the next
-    prompt's own end), if any."""
-    work = updates(probe, sid, after, probe.activity_kinds)
-    if not work:
-        return None
-    return next(
-        (s for s in states(probe, sid, after) if state_of(s) == "idle" and s.index > work[0].index), None
-    )
+def _idle_snapshot(probe: Probe, prompt: Prompt) -> Seen | None:
+    """The last snapshot (a state update read while a resume was in flight) since ``prompt``,
+    if it said idle."""
+    turns = wire_turns(probe, prompt.session_id)
+    snapshots = [s for s in states(probe, prompt.session_id, prompt.sent) if s.index in turns.snapshots]
+    return snapshots[-1] if snapshots and state_of(snapshots[-1]) == "idle" else None

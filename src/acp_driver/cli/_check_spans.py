@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import protocol as p
-from ..core import Decision, SessionLifecycle, lifecycle_for, profile_for, read_prompt_answer, read_update
+from ..core import (
+    Decided,
+    Decision,
+    SessionLifecycle,
+    lifecycle_for,
+    profile_for,
+    read_prompt_answer,
+    read_update,
+)
 from ._check_turns import BUSY_HINT, Busy, ms, start_prompt
 from ._probe import AgentGone, Probe, update_kind
 from ._text import excerpt
@@ -92,6 +100,9 @@ class WireTurns:
         """The message each prompt's turn ended at (v2: an idle), by the prompt's id."""
         self.refused: dict[Any, Seen] = {}
         """The error answer (or, v2, the malformed or v1 answer) that ended a prompt unrun."""
+        self.snapshots: set[int] = set()
+        """State updates read while a ``session/resume`` or ``load`` was in flight (by place):
+        snapshots, never an end (the schema), whatever they say."""
         self.owner: dict[int, Any] = {}
         """Each update's turn (a prompt's id), by the update's place in ``incoming``; an update
         of no turn (the session's, background work) is not here."""
@@ -129,7 +140,7 @@ class WireTurns:
         if method == p.SESSION_PROMPT and rid is not None:
             self._open.append(rid)
             self.life.sent(rid, lambda: rid in self._answered)
-        elif method == p.SESSION_CANCEL and self._open:
+        elif method in (p.SESSION_CANCEL, p.SESSION_CLOSE) and self._open:  # close cancels the same
             self.life.cancel(self._open[0], self._open[1:])
         elif method in (p.SESSION_RESUME, p.SESSION_LOAD) and rid is not None:
             self._attaching = rid
@@ -148,13 +159,15 @@ class WireTurns:
             return
         if message.get("method") != p.SESSION_UPDATE or seen.session_id != self.sid:
             return
+        if self.life.resuming and seen.kind == "state_update":
+            self.snapshots.add(seen.index)
         owner, effects = read_update(self.life, seen.update)
         if owner is not None:
             self.owner[seen.index] = owner
         if effects is not None:
             self._decided([*effects.inserted, *effects.ended], seen)
 
-    def _decided(self, steps: list[Any], seen: Seen) -> None:
+    def _decided(self, steps: list[Decided[Any]], seen: Seen) -> None:
         for step in steps:
             if step.decision in (Decision.INSERTED, Decision.CANCEL_SPAN):
                 self.inserted.setdefault(step.key, seen)
@@ -184,13 +197,32 @@ def end_of(probe: Probe, prompt: Prompt) -> Seen | None:
 
 def work_ended(probe: Probe, prompt: Prompt, after: float | None = None) -> Seen | None:
     """The end of ``prompt``'s work: the idle its turn ended at (the lifecycle's), else the
-    first idle the agent sent after the prompt (its claim; ``disowned`` says why a host does
-    not take it for the end). With ``after``: only an end that arrived after it."""
+    agent's own claim of an end that ended no turn at all -- the first idle after the prompt
+    that says work stopped (it carries a stop reason, or follows a ``running`` or
+    ``requires_action`` since the prompt), which a host does not take (``disowned`` says why).
+    An idle that says only that the agent is ready ends nothing, nor does a resume's snapshot.
+    With ``after``: only an end that arrived after it."""
     since = prompt.sent if after is None else after
-    end = end_of(probe, prompt)
+    turns = wire_turns(probe, prompt.session_id)
+    end = turns.ended.get(prompt.id)
     if end is not None:
         return end if end.at > since else None
-    return idle_after(probe, prompt.session_id, since)
+    others = {seen.index for seen in turns.ended.values()} | turns.snapshots
+    worked = False
+    for seen in states(probe, prompt.session_id, prompt.sent):
+        state = state_of(seen)
+        if state in BUSY_STATES:
+            worked = True
+        elif state == "idle" and seen.index not in others and (worked or stop_of(seen) is not None):
+            if seen.at > since:
+                return seen
+            worked = False
+    return None
+
+
+async def wait_end(probe: Probe, prompt: Prompt, timeout: float, after: float | None = None) -> Seen | None:
+    """Wait (at most ``timeout``) for ``work_ended``."""
+    return await probe.wait_for(lambda: work_ended(probe, prompt, after), timeout)
 
 
 def disowned(probe: Probe, prompt: Prompt, idle: Seen | None) -> str:
@@ -243,11 +275,6 @@ def state_of(seen: Seen) -> Any:
     return seen.update.get("state")
 
 
-def idle_after(probe: Probe, sid: str, after: float) -> Seen | None:
-    """The first idle ``state_update`` of ``sid`` after ``after``."""
-    return next((s for s in states(probe, sid, after) if state_of(s) == "idle"), None)
-
-
 def stop_of(idle: Seen) -> str | None:
     """An idle's stop reason (None when it reports none, or a malformed one: the schema)."""
     reason = idle.update.get("stopReason")
@@ -292,10 +319,6 @@ async def wait_reply(probe: Probe, request_id: Any, timeout: float) -> Seen | No
     return await probe.wait_for(lambda: reply(probe, request_id), timeout)
 
 
-async def wait_idle(probe: Probe, sid: str, after: float, timeout: float) -> Seen | None:
-    return await probe.wait_for(lambda: idle_after(probe, sid, after), timeout)
-
-
 async def settle(probe: Probe, seconds: float) -> None:
     """Watch the wire a while (stragglers); ``AgentGone`` does not matter here."""
     try:
@@ -331,13 +354,19 @@ def background_of(idle: Seen) -> set[tuple[str, str]]:
     return found
 
 
-def after_the_end(probe: Probe, sid: str, since: float, idle: Seen) -> list[Seen]:
-    """Updates of the work that ``idle`` ended (its messages, tool calls, terminals and plans
-    seen between ``since`` and the idle) that came after it, in wire order. Work the idle lists
-    as background may go on; anything else after it is of no span the audit knows of."""
+def after_the_end(probe: Probe, prompt: Prompt, idle: Seen) -> list[Seen]:
+    """Updates of ``prompt``'s work that came after ``idle`` (its end), in wire order: of its
+    messages, tool calls, terminals and plans, those the lifecycle gave its turn before the
+    idle (or, when the prompt was not inserted before it, everything between the prompt and the
+    idle: no host knows whose that is). Work the idle lists as background may go on; anything
+    else after it is of no span the audit knows of."""
+    sid = prompt.session_id
+    turns = wire_turns(probe, sid)
+    inserted = turns.inserted.get(prompt.id)
+    ours = inserted is not None and inserted.index < idle.index
     work: set[tuple[str, str]] = set()
-    for seen in updates(probe, sid, since, probe.activity_kinds):
-        if seen.index < idle.index:
+    for seen in updates(probe, sid, prompt.sent, probe.activity_kinds):
+        if seen.index < idle.index and (not ours or turns.owner.get(seen.index) == prompt.id):
             work |= keys_of(seen)
     work -= background_of(idle)
     return [
@@ -366,11 +395,10 @@ async def wait_busy_v2(opts: argparse.Namespace, probe: Probe, prompt: Prompt) -
     """Wait until the work of ``prompt`` is busy: its first turn activity, or ``--busy-after``,
     or ``--timeout``. Returns when to cancel, or (a string) why there is nothing to cancel: the
     work ended first (an idle), or the prompt was refused."""
-    sid = prompt.session_id
     bound = opts.timeout if opts.busy_after is None else min(opts.busy_after, opts.timeout)
 
     def ended() -> str | None:
-        idle = idle_after(probe, sid, prompt.sent)
+        idle = work_ended(probe, prompt)
         if idle is not None:
             return (
                 f"the work ended ({describe_idle(idle)}) {ms(idle.at - prompt.sent)} after the prompt, "
@@ -397,9 +425,9 @@ async def natural_span(opts: argparse.Namespace, probe: Probe, limit: float) -> 
     """A control: the busy prompt again on the probe's session, uncancelled. How long until its
     idle if within ``limit``; None if it runs on (then it is cancelled, and not judged)."""
     prompt = await send_prompt(probe, opts.busy_prompt)
-    idle = await wait_idle(probe, prompt.session_id, prompt.sent, min(limit, opts.timeout))
+    idle = await wait_end(probe, prompt, min(limit, opts.timeout))
     if idle is None:
         probe.notify(p.SESSION_CANCEL, {"sessionId": prompt.session_id})
-        await wait_idle(probe, prompt.session_id, prompt.sent, min(opts.timeout, 2.0))
+        await wait_end(probe, prompt, min(opts.timeout, 2.0))
         return None
     return idle.at - prompt.sent

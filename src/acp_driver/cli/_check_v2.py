@@ -38,8 +38,8 @@ from ._check_spans import (
     after_the_end,
     describe_idle,
     describe_reply,
+    disowned,
     error_code,
-    idle_after,
     kinds_of,
     message_id,
     natural_span,
@@ -51,9 +51,10 @@ from ._check_spans import (
     stop_of,
     updates,
     wait_busy_v2,
-    wait_idle,
+    wait_end,
     wait_reply,
     work_after,
+    work_ended,
 )
 from ._check_turns import BUSY_HINT, IN_FLIGHT, RACE_BOUND, Busy, in_flight, maybe_race, ms, refusal
 from ._probe import Probe, SetupError
@@ -198,13 +199,13 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         # The answer comes at insertion: wait for it (a while) before cancelling, so that an
         # answer held until the work ends is seen as such, not excused by the cancel.
         await probe.wait_for(
-            lambda: reply(probe, prompt.id) or idle_after(probe, sid, prompt.sent),
+            lambda: reply(probe, prompt.id) or work_ended(probe, prompt),
             min(opts.timeout, INSERT_WAIT),
         )
-        if idle_after(probe, sid, prompt.sent) is not None:
+        if work_ended(probe, prompt) is not None:
             found = "the work ended before the cancel could be sent; " + BUSY_HINT
     if isinstance(found, str):
-        idle = await wait_idle(probe, sid, prompt.sent, opts.timeout)
+        idle = await wait_end(probe, prompt, opts.timeout)
         await settle(probe, min(STRAGGLERS, opts.timeout))
         skipped = [
             CheckResult(V2_CANCEL_RULE, MUST, SKIP, found),
@@ -214,7 +215,7 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     busy = Busy(time.monotonic(), found.started, found.first, found.reason)
     probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
     when = busy.describe()
-    idle = await wait_idle(probe, sid, busy.sent, opts.timeout)
+    idle = await wait_end(probe, prompt, opts.timeout, after=busy.sent)
     if idle is not None:
         await settle(probe, min(STRAGGLERS, opts.timeout))  # stragglers after the idle
     lifecycle = _lifecycle(probe, prompt, idle, busy)
@@ -229,7 +230,7 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         return [*lifecycle, failed, CheckResult(V2_AFTER_RULE, MUST, SKIP, "no idle ended the work")]
     elapsed = idle.at - busy.sent
     stop = stop_of(idle)
-    evidence = f"{describe_idle(idle)} {ms(elapsed)} after session/cancel ({when}){said}"
+    evidence = f"{describe_idle(idle)} {ms(elapsed)} after session/cancel ({when}){said}{disowned(probe, prompt, idle)}"
     if stop == "cancelled":
         first = CheckResult(V2_CANCEL_RULE, MUST, PASS, evidence, elapsed)
     elif stop is None:
@@ -257,7 +258,7 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     # No control prompt ran (none was needed): any work of the session after the idle, or request
     # of the session, is the cancelled work's, going on. After a control, only the work's own.
     ours = first.result != SKIP
-    late = work_after(probe, sid, idle) if ours else after_the_end(probe, sid, prompt.sent, idle)
+    late = work_after(probe, sid, idle) if ours else after_the_end(probe, prompt, idle)
     asked = requests_since(probe, idle.index, sid) if ours else []
     if late or asked:
         what: list[str] = (
@@ -314,7 +315,7 @@ async def _quick_turn(opts: argparse.Namespace, probe: Probe) -> str | None:
     answer = await wait_reply(probe, prompt.id, opts.timeout)
     if answer is not None and error_code(answer) == -32800:
         return f"!the next prompt was answered -32800 {ms(answer.at - prompt.sent)} after it: the idle cancel poisoned it"
-    idle = await wait_idle(probe, sid, prompt.sent, opts.timeout) if answer is not None else None
+    idle = await wait_end(probe, prompt, opts.timeout) if answer is not None else None
     if answer is None:
         probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
         return f"the next prompt got no answer within {opts.timeout:g} s"
@@ -325,4 +326,8 @@ async def _quick_turn(opts: argparse.Namespace, probe: Probe) -> str | None:
         return f"the next prompt's work did not end within {opts.timeout:g} s"
     if stop_of(idle) == "cancelled":
         return "!the next prompt's work ended cancelled: the idle cancel poisoned it"
+    if disowned(probe, prompt, idle):
+        # Not a verdict by itself: the control prompt on a fresh session tells whether the
+        # idle cancel caused it.
+        return f"the next prompt's work ended ({describe_idle(idle)}){disowned(probe, prompt, idle)}"
     return None

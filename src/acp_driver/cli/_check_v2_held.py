@@ -32,13 +32,14 @@ from ._check_spans import (
     describe_idle,
     describe_reply,
     error_code,
-    idle_after,
     message_id,
     reply,
     send_prompt,
     updates,
     wait_busy_v2,
-    wait_idle,
+    wait_end,
+    wire_turns,
+    work_ended,
 )
 from ._check_turns import BUSY_HINT, IN_FLIGHT, ms
 from ._probe import Probe
@@ -69,12 +70,12 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     watched = held[-1].sent
 
     def watch_over() -> str | None:
-        if idle_after(probe, sid, work.sent) is not None or any(reply(probe, h.id) for h in held):
+        if work_ended(probe, work) is not None or any(reply(probe, h.id) for h in held):
             return "over"
         return "over" if probe.first_activity(watched + IN_FLIGHT) is not None else None
 
     await probe.wait_for(watch_over, HOLD_WATCH)
-    idle = idle_after(probe, sid, work.sent)
+    idle = work_ended(probe, work)
     early = [(i, reply(probe, h.id)) for i, h in enumerate(held) if reply(probe, h.id) is not None]
     if idle is not None and not early:
         why = f"the work ended ({describe_idle(idle)}) before the held prompts could be judged; {BUSY_HINT}"
@@ -90,15 +91,11 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     withdrawn = held[0]
     withdrawal_sent = time.monotonic()
     probe.conn.cancel_request(withdrawn.id)
-    answer = await probe.wait_for(
-        lambda: reply(probe, withdrawn.id) or idle_after(probe, sid, work.sent), opts.timeout
-    )
+    answer = await probe.wait_for(lambda: reply(probe, withdrawn.id) or work_ended(probe, work), opts.timeout)
     answer = reply(probe, withdrawn.id)
     if answer is not None and error_code(answer) == -32800:
-        await probe.wait_for(
-            lambda: probe.first_activity(answer.at) or idle_after(probe, sid, work.sent), HOLD_WATCH
-        )
-    touched = idle_after(probe, sid, withdrawal_sent)
+        await probe.wait_for(lambda: probe.first_activity(answer.at) or work_ended(probe, work), HOLD_WATCH)
+    touched = work_ended(probe, work, after=withdrawal_sent)
     withdraw = _withdraw_verdict(opts, answer, withdrawal_sent, touched)
     # session/cancel, then two prompts sent after it.
     cancel_sent = time.monotonic()
@@ -107,12 +104,12 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     pending = [h for h in held if (a := reply(probe, h.id)) is None or a.at > cancel_sent]
     await probe.wait_for(lambda: all(reply(probe, h.id) for h in pending) or None, opts.timeout)
     if touched is None:
-        await wait_idle(probe, sid, cancel_sent, opts.timeout)
+        await wait_end(probe, work, opts.timeout, after=cancel_sent)
     await probe.wait_for(lambda: all(reply(probe, a.id) for a in later) or None, opts.timeout)
     last = reply(probe, later[-1].id)
     if last is not None and "result" in last.message:
-        await wait_idle(probe, sid, last.at, opts.timeout)  # let the later prompts' work end
-    end = touched or _end_of_cancelled(probe, sid, cancel_sent, later)
+        await wait_end(probe, later[-1], opts.timeout)  # let the later prompts' work end
+    end = touched or _end_of_cancelled(probe, work, cancel_sent, later)
     if touched is not None:
         why = f"the work had ended before the cancel ({describe_idle(touched)} after the withdrawal)"
         cancel_held = CheckResult(CANCEL_HELD_RULE, MUST, SKIP, why)
@@ -149,12 +146,14 @@ class _Asking:
         return {"outcome": {"outcome": "cancelled"}}
 
 
-async def _order(opts: argparse.Namespace, probe: Probe, sid: str, asking: _Asking) -> list[Prompt] | str:
+async def _order(
+    opts: argparse.Namespace, probe: Probe, sid: str, asking: _Asking
+) -> tuple[Prompt, list[Prompt]] | str:
     """Two prompts held at the same moment, then inserted: the ``--permission-prompt``'s work
     waits for the audit's answer to its permission request; both prompts are sent meanwhile and
     only then is it answered (after them on the same stream: the agent has read both while the
-    work still waited, so both were held at once). Returns the two prompts, or why the order
-    could not be seen (the order is then not judged)."""
+    work still waited, so both were held at once). Returns the prompt that asked and the two
+    prompts, or why the order could not be seen (the order is then not judged)."""
     asking.release.clear()
     since = len(asking.asked)
     work = await send_prompt(probe, opts.permission_prompt)
@@ -162,19 +161,19 @@ async def _order(opts: argparse.Namespace, probe: Probe, sid: str, asking: _Aski
     def asked_or_ended() -> str | None:
         if len(asking.asked) > since:
             return "asked"
-        return "ended" if idle_after(probe, sid, work.sent) is not None else None
+        return "ended" if work_ended(probe, work) is not None else None
 
     got = await probe.wait_for(asked_or_ended, opts.timeout)
     if got != "asked":
-        idle = idle_after(probe, sid, work.sent)
+        idle = work_ended(probe, work)
         if idle is None:
             probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
-            await wait_idle(probe, sid, work.sent, opts.timeout)
+            await wait_end(probe, work, opts.timeout)
             return f"the --permission-prompt asked no permission within {opts.timeout:g} s"
         return f"the --permission-prompt's work ended ({describe_idle(idle)}) without asking permission"
     pair = [await send_prompt(probe, opts.quick_prompt) for _ in range(2)]
     # Checked on the wire before the answer goes out: the work still waits for it.
-    ended = idle_after(probe, sid, work.sent)
+    ended = work_ended(probe, work)
     asking.release.set()
     if ended is not None or asking.withdrawn:
         how = describe_idle(ended) if ended is not None else "its permission request withdrawn"
@@ -183,24 +182,19 @@ async def _order(opts: argparse.Namespace, probe: Probe, sid: str, asking: _Aski
     await probe.wait_for(lambda: all(reply(probe, x.id) for x in pair) or None, opts.timeout)
     last = reply(probe, pair[-1].id)
     if last is not None and "result" in last.message:
-        await wait_idle(probe, sid, last.at, opts.timeout)  # let the last prompt's work end
-    return pair
+        await wait_end(probe, pair[-1], opts.timeout)  # let the last prompt's work end
+    return work, pair
 
 
-def _end_of_cancelled(probe: Probe, sid: str, cancel_sent: float, later: list[Prompt]) -> Seen | None:
-    """The idle that ended the cancelled work: the first after the cancel, if it came before any
-    prompt sent after the cancel was inserted (its answer or its user message)."""
-    idle = idle_after(probe, sid, cancel_sent)
+def _end_of_cancelled(probe: Probe, work: Prompt, cancel_sent: float, later: list[Prompt]) -> Seen | None:
+    """The idle that ended the cancelled work (after the cancel), if it came before any prompt
+    sent after the cancel was inserted (the lifecycle's insertion: its answer or its user
+    message, whichever came first)."""
+    idle = work_ended(probe, work, after=cancel_sent)
     if idle is None:
         return None
-    answers = [
-        a.index for a in (reply(probe, x.id) for x in later) if a is not None and "result" in a.message
-    ]
-    ids = {message_id(a) for a in (reply(probe, x.id) for x in later)} - {None}
-    users = [
-        u.index for u in updates(probe, sid, cancel_sent, USER_MESSAGE) if u.update.get("messageId") in ids
-    ]
-    first_insertion = min([*answers, *users], default=None)
+    inserted = wire_turns(probe, work.session_id).inserted
+    first_insertion = min((inserted[x.id].index for x in later if x.id in inserted), default=None)
     return idle if first_insertion is None or idle.index < first_insertion else None
 
 
@@ -320,7 +314,7 @@ def _held_verdict(
     ran_on: tuple[float, str] | None,
     end: Seen | None,
     watched: float,
-    order: list[Prompt] | str,
+    order: tuple[Prompt, list[Prompt]] | str,
 ) -> list[CheckResult]:
     """The held rule and the order rule. Out of order is a failure wherever it shows; in order
     proves something only where both prompts were held at once (``_order``): where the agent
@@ -334,16 +328,17 @@ def _held_verdict(
             "before them"
         )
     disorder = _out_of_order(probe, sid, later, watched, "the two prompts sent after the cancel")
-    if isinstance(order, list):
-        problems += _not_held_for_permission(probe, order)
+    if not isinstance(order, str):
+        asker, pair = order
+        problems += _not_held_for_permission(probe, asker, pair)
         disorder += _out_of_order(
-            probe, sid, order, order[0].sent, "the two prompts sent while a work waited for permission"
+            probe, sid, pair, pair[0].sent, "the two prompts sent while a work waited for permission"
         )
-        answered = _inserted(probe, order)
-        if len(answered) < len(order) and not problems and not disorder:
+        answered = _inserted(probe, pair)
+        if len(answered) < len(pair) and not problems and not disorder:
             problems.append(
-                f"{len(order) - len(answered)} of the two prompts held while a work waited for permission "
-                f"not inserted after its idle ({_describe_answers(probe, order)})"
+                f"{len(pair) - len(answered)} of the two prompts held while a work waited for permission "
+                f"not inserted after its idle ({_describe_answers(probe, pair)})"
             )
     how = f"the work ran on (its {ran_on[1]} updates)" if ran_on is not None else "the work ran on (no idle)"
     seen = f"{len(held)} prompts sent while the work ran were not answered while {how}"
@@ -351,7 +346,7 @@ def _held_verdict(
         first = CheckResult(HELD_RULE, MUST, FAIL, "not held while the work ran: " + "; ".join(not_held))
     elif problems:
         first = CheckResult(HELD_RULE, MUST, FAIL, "; ".join(problems))
-    elif isinstance(order, list):
+    elif not isinstance(order, str):
         first = CheckResult(
             HELD_RULE,
             MUST,
@@ -405,10 +400,10 @@ def _out_of_order(probe: Probe, sid: str, pair: list[Prompt], since: float, what
     return []
 
 
-def _not_held_for_permission(probe: Probe, pair: list[Prompt]) -> list[str]:
-    """A prompt answered before the work that waited for permission ended: not held."""
-    assert probe.session_id is not None
-    idle = idle_after(probe, probe.session_id, pair[0].sent)
+def _not_held_for_permission(probe: Probe, asker: Prompt, pair: list[Prompt]) -> list[str]:
+    """A prompt answered before the work that waited for permission (``asker``'s) ended: not
+    held."""
+    idle = work_ended(probe, asker)
     early = []
     for n, prompt in enumerate(pair, 1):
         answer = reply(probe, prompt.id)

@@ -45,7 +45,6 @@ from ._check_spans import (
     describe_idle,
     describe_reply,
     error_code,
-    idle_after,
     send_prompt,
     settle,
     state_of,
@@ -53,8 +52,9 @@ from ._check_spans import (
     stop_of,
     updates,
     wait_busy_v2,
-    wait_idle,
+    wait_end,
     wait_reply,
+    work_ended,
 )
 from ._check_turns import BUSY_HINT, ms
 from ._probe import Probe
@@ -114,12 +114,12 @@ async def check_v2_permission(opts: argparse.Namespace, probe: Probe) -> list[Ch
     prompt = await send_prompt(probe, opts.permission_prompt)
     rules = ((V2_PERMISSION_RULE, MUST), (V2_WITHDRAW_RULE, SHOULD), (REQUIRES_ACTION_RULE, SHOULD))
     got = await probe.wait_for(
-        lambda: "asked" if arrived.is_set() else ("ended" if idle_after(probe, sid, prompt.sent) else None),
+        lambda: "asked" if arrived.is_set() else ("ended" if work_ended(probe, prompt) else None),
         opts.timeout,
     )
     if got != "asked":
         probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
-        idle = idle_after(probe, sid, prompt.sent)
+        idle = work_ended(probe, prompt)
         if idle is not None:
             why = f"{NEVER_ASKED} (the work ended, {describe_idle(idle)}, without asking){IF_IT_ASKS_V2}"
             return [CheckResult(rule, level, NA, why) for rule, level in rules]
@@ -134,12 +134,12 @@ async def check_v2_permission(opts: argparse.Namespace, probe: Probe) -> list[Ch
     sent = time.monotonic()
     probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
     await probe.wait_for(
-        lambda: "over" if withdrawn.is_set() or idle_after(probe, sid, sent) else None,
+        lambda: "over" if withdrawn.is_set() or work_ended(probe, prompt, after=sent) else None,
         min(opts.timeout, PERMISSION_HOLD),
     )
     released = time.monotonic()
     release.set()  # still pending: the audit answers it cancelled (the client MAY)
-    idle = await wait_idle(probe, sid, sent, opts.timeout)
+    idle = await wait_end(probe, prompt, opts.timeout, after=sent)
     await settle(probe, min(STRAGGLERS, opts.timeout))
     withdrawal = (
         probe.arrived_at(p.CANCEL_REQUEST, sent, requestId=request_id) if withdrawn.is_set() else None
@@ -272,7 +272,7 @@ async def check_v2_close(opts: argparse.Namespace, probe: Probe) -> list[CheckRe
             unknown,
         ]
     await settle(probe, min(STRAGGLERS, opts.timeout))
-    before = idle_after(probe, sid, prompt.sent)
+    before = work_ended(probe, prompt)
     if before is not None and before.at <= sent:
         why = f"the work ended ({describe_idle(before)}) before session/close could be sent; {BUSY_HINT}"
         return [
@@ -281,7 +281,7 @@ async def check_v2_close(opts: argparse.Namespace, probe: Probe) -> list[CheckRe
             unknown,
         ]
     elapsed = answer.at - sent
-    idle = idle_after(probe, sid, sent)
+    idle = work_ended(probe, prompt, after=sent)
     if "error" in answer.message:
         what = f"answered {describe_reply(answer)} {ms(elapsed)} after session/close"
         close = CheckResult(CLOSE_RULE, MUST, FAIL, what, elapsed)
@@ -383,7 +383,7 @@ async def check_v2_resume(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         ]
     sid = await probe.ready()
     quick = await send_prompt(probe, opts.quick_prompt)
-    await wait_idle(probe, sid, quick.sent, opts.timeout)
+    await wait_end(probe, quick, opts.timeout)
     answer, sent, note = await _resume(opts, probe, replay=True)
     first = _resume_verdict(opts, probe, answer, sent, note)
     busy_prompt = await send_prompt(probe, opts.busy_prompt)
@@ -393,12 +393,12 @@ async def check_v2_resume(opts: argparse.Namespace, probe: Probe) -> list[CheckR
     answer, sent, _note = await _resume(opts, probe, replay=False)
     cancel_sent = time.monotonic()
     probe.notify(p.SESSION_CANCEL, {"sessionId": sid})
-    idle = await wait_idle(probe, sid, cancel_sent, opts.timeout)
+    idle = await wait_end(probe, busy_prompt, opts.timeout, after=cancel_sent)
     if answer is None or "error" in answer.message:
         what = "no answer" if answer is None else describe_reply(answer)
         why = f"resuming the session while its work ran was refused ({what}): no verdict"
         return [first, CheckResult(RESUME_RUNNING_RULE, MUST, SKIP, why)]
-    before = idle_after(probe, sid, busy_prompt.sent)
+    before = work_ended(probe, busy_prompt)
     if before is not None and before.at <= sent:
         why = f"the work ended ({describe_idle(before)}) before session/resume could be sent; {BUSY_HINT}"
         return [first, CheckResult(RESUME_RUNNING_RULE, MUST, SKIP, why)]
