@@ -230,6 +230,20 @@ MISBEHAVIOURS = [
         id="answer-at-end",
     ),
     pytest.param(
+        [*QUIRKY_V2, "--answer-at-end", "--no-user-message"],
+        {
+            INSERT_RULE: ("fail", "held until the work ended, not answered at insertion"),
+            # Never inserted before its idle: a host cannot end the turn there, the cancel does
+            # not land (the lifecycle's reading, quoted).
+            CANCEL_RULE: (
+                "fail",
+                "(a host does not end the prompt's turn at it: the prompt was not inserted before it; "
+                "a host waits on): the cancel is not confirmed",
+            ),
+        },
+        id="answer-at-end-never-inserted",
+    ),
+    pytest.param(
         [*QUIRKY_V2, "--answer-at-cancel"],
         {INSERT_RULE: ("fail", "after session/cancel, none in the")},
         id="answer-at-cancel",

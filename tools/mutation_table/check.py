@@ -594,4 +594,14 @@ MUTATIONS = [
         'elif state_of(seen) == "idle":',
         ("tests/cli/test_check_v2.py::test_an_idle_that_ends_no_turn_is_not_taken_for_the_end_of_the_work",),
     ),
+    Mutation(
+        "check-v2-cancel-must-land-for-a-host",
+        "check v2: an idle 'cancelled' a host cannot take for the turn's end (prompt never inserted) does not confirm the cancel",
+        "cli/_check_v2.py",
+        '    if stop == "cancelled" and unseen:\n',
+        "    if False:\n",
+        (
+            "tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[answer-at-end-never-inserted]",
+        ),
+    ),
 ]

@@ -230,8 +230,13 @@ async def check_v2_cancel(opts: argparse.Namespace, probe: Probe) -> list[CheckR
         return [*lifecycle, failed, CheckResult(V2_AFTER_RULE, MUST, SKIP, "no idle ended the work")]
     elapsed = idle.at - busy.sent
     stop = stop_of(idle)
-    evidence = f"{describe_idle(idle)} {ms(elapsed)} after session/cancel ({when}){said}{disowned(probe, prompt, idle)}"
-    if stop == "cancelled":
+    unseen = disowned(probe, prompt, idle)
+    evidence = f"{describe_idle(idle)} {ms(elapsed)} after session/cancel ({when}){said}{unseen}"
+    if stop == "cancelled" and unseen:
+        # The agent says the work ended, but no host can take it for the turn's end: the cancel
+        # does not land.
+        first = CheckResult(V2_CANCEL_RULE, MUST, FAIL, evidence + ": the cancel is not confirmed", elapsed)
+    elif stop == "cancelled":
         first = CheckResult(V2_CANCEL_RULE, MUST, PASS, evidence, elapsed)
     elif stop is None:
         first = CheckResult(V2_CANCEL_RULE, MUST, FAIL, evidence + ": the cancel is not confirmed", elapsed)
