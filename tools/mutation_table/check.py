@@ -212,8 +212,8 @@ MUTATIONS = [
         "check-v2-cancel-idle-without-reason",
         "check v2: an idle without a stop reason does not confirm a cancel",
         "cli/_check_v2.py",
-        '    if stop == "cancelled":\n        first = CheckResult(V2_CANCEL_RULE',
-        '    if stop in ("cancelled", None):\n        first = CheckResult(V2_CANCEL_RULE',
+        '    elif stop == "cancelled":\n        first = CheckResult(V2_CANCEL_RULE',
+        '    elif stop in ("cancelled", None):\n        first = CheckResult(V2_CANCEL_RULE',
         (
             "tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[reference-idle-without-reason]",
         ),
@@ -222,8 +222,8 @@ MUTATIONS = [
         "check-v2-cancel-error-is-not-cancelled",
         "check v2: idle stopReason error after a cancel fails (MUST report cancelled)",
         "cli/_check_v2.py",
-        '    if stop == "cancelled":\n        first = CheckResult(V2_CANCEL_RULE',
-        '    if stop in ("cancelled", "error"):\n        first = CheckResult(V2_CANCEL_RULE',
+        '    elif stop == "cancelled":\n        first = CheckResult(V2_CANCEL_RULE',
+        '    elif stop in ("cancelled", "error"):\n        first = CheckResult(V2_CANCEL_RULE',
         (
             "tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[reference-error-on-cancel]",
         ),
@@ -232,8 +232,8 @@ MUTATIONS = [
         "check-v2-cancel-end-turn",
         "check v2: idle end_turn after a cancel (and uncancelled work running on) fails",
         "cli/_check_v2.py",
-        '    if stop == "cancelled":\n        first = CheckResult(V2_CANCEL_RULE',
-        '    if stop in ("cancelled", "end_turn"):\n        first = CheckResult(V2_CANCEL_RULE',
+        '    elif stop == "cancelled":\n        first = CheckResult(V2_CANCEL_RULE',
+        '    elif stop in ("cancelled", "end_turn"):\n        first = CheckResult(V2_CANCEL_RULE',
         (
             "tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[reference-end-turn-on-cancel]",
         ),
