@@ -16,6 +16,7 @@ from acp_driver.cli._check_spans import (
     wire_turns,
     work_ended,
 )
+from acp_driver.cli._check_v2_held import answered_while_working
 from acp_driver.cli._probe import Probe
 
 SID = "s1"
@@ -241,3 +242,14 @@ def test_what_the_audit_sent_is_told_in_its_place_among_what_it_read() -> None:
     wire.state("idle")
     wire.answer(9, {})
     assert index(end_of(wire.probe, prompt)) == idle
+
+
+def test_held_prompts_answered_after_the_works_idle_were_held_as_they_should_be() -> None:
+    """Quick work that ends while the audit watches its held prompts: those answered after its
+    idle were inserted when they should be (the held rules then have nothing to judge); only an
+    answer before the idle, or with no idle yet, is a prompt that was not held."""
+    idle = Seen(5, 5.0, {})
+    before, after = Seen(4, 4.0, {}), Seen(6, 6.0, {})
+    assert answered_while_working(idle, [after, None, after]) == []
+    assert answered_while_working(idle, [before, after]) == [(0, before)]
+    assert answered_while_working(None, [None, after]) == [(1, after)]

@@ -604,4 +604,14 @@ MUTATIONS = [
             "tests/cli/test_check_v2.py::test_each_v2_misbehaviour_is_caught_by_its_rule[answer-at-end-never-inserted]",
         ),
     ),
+    Mutation(
+        "check-v2-held-answered-after-the-idle",
+        "check v2: a held prompt answered after the work's idle was held as it should be (quick work: the held rules are skipped, not failed)",
+        "cli/_check_v2_held.py",
+        "(i, a) for i, a in enumerate(answers) if a is not None and (idle is None or a.index < idle.index)",
+        "(i, a) for i, a in enumerate(answers) if a is not None",
+        (
+            "tests/cli/test_check_wire_turns.py::test_held_prompts_answered_after_the_works_idle_were_held_as_they_should_be",
+        ),
+    ),
 ]

@@ -76,15 +76,16 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
 
     await probe.wait_for(watch_over, HOLD_WATCH)
     idle = work_ended(probe, work)
-    early = [(i, reply(probe, h.id)) for i, h in enumerate(held) if reply(probe, h.id) is not None]
+    early = answered_while_working(idle, [reply(probe, h.id) for h in held])
     if idle is not None and not early:
+        # The work ended first: prompts inserted after its idle were held as they should be,
+        # and there is no running work left to withdraw them from or to cancel.
         why = f"the work ended ({describe_idle(idle)}) before the held prompts could be judged; {BUSY_HINT}"
         return [CheckResult(rule, MUST, SKIP, why) for rule in rules]
     ran_on = probe.first_activity(watched + IN_FLIGHT)
     not_held = [
         f"prompt {i + 1} answered {describe_reply(a)} {ms(a.at - held[i].sent)} after it was sent"
         for i, a in early
-        if a is not None and (idle is None or a.index < idle.index)
     ]
     # $/cancel_request on the first held prompt: answered -32800, the work untouched.
     assert probe.conn is not None
@@ -119,6 +120,12 @@ async def check_v2_held(opts: argparse.Namespace, probe: Probe) -> list[CheckRes
     order = await _order(opts, probe, sid, asking)
     held_verdict, order_verdict = _held_verdict(probe, held, later, not_held, ran_on, end, watched, order)
     return [held_verdict, order_verdict, withdraw, cancel_held, later_verdict]
+
+
+def answered_while_working(idle: Seen | None, answers: list[Seen | None]) -> list[tuple[int, Seen]]:
+    """The prompts (by place) answered while the work still ran: before its idle, or with no
+    idle yet. An answer after the idle is a held prompt inserted when it should be."""
+    return [(i, a) for i, a in enumerate(answers) if a is not None and (idle is None or a.index < idle.index)]
 
 
 class _Asking:
