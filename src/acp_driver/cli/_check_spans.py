@@ -10,9 +10,10 @@ taken from when a message arrived.
 
 Which idle ends a prompt's turn, and whose an update is, are not read here: the version's
 lifecycle decides them (``core/_lifecycle.py``, the one a host on this library asks), told the
-record in wire order (``WireTurns``). What the agent *claims* -- the first idle after a prompt --
-is read from the wire too, and where the two differ the audit says so (``disowned``): an idle
-that a host does not take for the prompt's end leaves that host waiting.
+record in wire order (``WireTurns``). What the agent *claims* -- the first idle after a prompt
+that says work stopped (``work_ended``) -- is read from the wire too, and where the two differ
+the audit says so (``disowned``): an idle that a host does not take for the prompt's end leaves
+that host waiting.
 """
 
 from __future__ import annotations
