@@ -52,6 +52,16 @@ class Agent:
     """Run ``args`` with this program on PATH (a script on an SDK the entry installs), not ``bin``."""
 
 
+PEER_PROMPTS = [
+    "--busy-prompt",
+    "/stream 600 50",
+    "--permission-prompt",
+    "/permission",
+    "--quick-prompt",
+    "hello",
+]
+"""The v2 peer agents' own commands for the audit's prompts (no model behind them)."""
+
 AGENTS = [
     Agent(
         name="claude-agent-acp",
@@ -159,14 +169,7 @@ AGENTS_V2 = [
         api="none",
         registry="pypi",
         protocol=2,
-        check_args=[
-            "--busy-prompt",
-            "/stream 600 50",
-            "--permission-prompt",
-            "/permission",
-            "--quick-prompt",
-            "hello",
-        ],
+        check_args=PEER_PROMPTS,
         setup=[
             "The test suite's v2 peer agent `tests/interop/peers/sdk_v2_agent.py` on the official Python "
             "SDK's `acp.experimental.v2` (installed from PyPI into its own virtual environment). The SDK has "
@@ -185,14 +188,7 @@ AGENTS_V2 = [
         protocol=2,
         interpreter="node",
         env={"ACP_TS_SDK_DIR": "{npm}"},
-        check_args=[
-            "--busy-prompt",
-            "/stream 600 50",
-            "--permission-prompt",
-            "/permission",
-            "--quick-prompt",
-            "hello",
-        ],
+        check_args=PEER_PROMPTS,
         setup=[
             "The test suite's v2 peer agent `tests/interop/peers/ts_v2_agent.mjs` on the official TypeScript "
             "SDK's `experimental/v2` (installed from npm). As for the Python one, the lifecycle is the "

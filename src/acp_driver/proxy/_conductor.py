@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import protocol as p
 from ..core import encode_relayed, parse_json
 from ..net import id_key
 from ._channel import ChannelBackend
-
-if TYPE_CHECKING:
-    pass
 
 SUCCESSOR_METHODS = frozenset({"_proxy/successor", "proxy/successor"})
 """The Rust SDK's spelling, and the RFD's."""

@@ -27,9 +27,10 @@ what is in flight both ways. The guard sits between it and the editor's stdio an
 When a turn ends is the session's lifecycle's (``core/_lifecycle.py``), asked through the relay
 ledger (``RelayLedger.turn_live``). How a turn's end reads, and how the editor is told
 ``cancelled`` when the ladder ends a turn itself, is the profile's ``ending``
-(``core/_endings.py``). Across a respawn the guard of the new agent shares the editor's ``SessionBook`` (``_book``) and counters;
-its own requests (the replayed ``initialize``, the sessions' re-opening: ``request_own``) are
-answered to it, never to the editor, and a re-opened session's replay is fenced.
+(``core/_endings.py``). Across a respawn the guard of the new agent shares the editor's
+``SessionBook`` (``_book``) and counters; its own requests (the replayed ``initialize``, the
+sessions' re-opening: ``request_own``) are answered to it, never to the editor, and a re-opened
+session's replay is fenced.
 """
 
 from __future__ import annotations
